@@ -1,0 +1,27 @@
+"""Settings from ``ORML_*`` environment variables, validated once at the edge."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Environment configuration; every field is read from ``ORML_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="ORML_", extra="forbid", frozen=True)
+
+    backend: Literal["auto", "numpy", "cupy"] = Field(
+        "auto",
+        description="Array backend for the kernels: 'auto' uses CuPy when a CUDA device works, "
+        "else NumPy.",
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The settings of this process (read once)."""
+    return Settings()

@@ -1,0 +1,263 @@
+"""The dispatch domain: riders, orders, routes, rounds and plans.
+
+Every time is seconds on one clock shared by a round (for example Unix epoch seconds); every
+duration is seconds; positions are :class:`~domain.geo.LatLng`; sizes are capacity units (for
+example bags). All types are frozen and check themselves on construction, raising ``ValueError``
+that names the offending field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from domain.geo import LatLng
+
+
+def _finite(name: str, value: float) -> None:
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+
+
+def _non_negative(name: str, value: float) -> None:
+    _finite(name, value)
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+class StopKind(StrEnum):
+    PICKUP = "pickup"
+    DROPOFF = "dropoff"
+
+
+@dataclass(frozen=True, slots=True)
+class Order:
+    """A delivery: collect food at ``pickup`` once it is ready, bring it to ``dropoff``.
+
+    created_at, ready_at, promised_at : seconds on the round's clock.
+    size : capacity units the order takes in a rider's box (> 0).
+    pickup_service_s, dropoff_service_s : time spent at each stop, seconds.
+    """
+
+    id: str
+    pickup: LatLng
+    dropoff: LatLng
+    created_at: float
+    ready_at: float
+    promised_at: float
+    size: float = 1.0
+    items: int = 1
+    pickup_service_s: float = 0.0
+    dropoff_service_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("order id must be a non-empty string")
+        for name in ("created_at", "ready_at", "promised_at"):
+            _finite(name, getattr(self, name))
+        if self.promised_at < self.created_at:
+            raise ValueError(
+                f"promised_at ({self.promised_at}) is before created_at ({self.created_at})"
+            )
+        _finite("size", self.size)
+        if self.size <= 0:
+            raise ValueError(f"size must be > 0, got {self.size!r}")
+        if self.items < 0:
+            raise ValueError(f"items must be >= 0, got {self.items!r}")
+        _non_negative("pickup_service_s", self.pickup_service_s)
+        _non_negative("dropoff_service_s", self.dropoff_service_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """One visit of a route: the pickup or the drop-off of an order."""
+
+    order_id: str
+    kind: StopKind
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """Stops in visiting order, starting from the rider's current position."""
+
+    stops: tuple[Stop, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.stops)
+
+
+@dataclass(frozen=True, slots=True)
+class Rider:
+    """A courier with a current position and the route it is committed to.
+
+    speed_mps : travel speed, metres per second (> 0).
+    capacity : box capacity in the orders' size units (> 0).
+    orders : the orders on ``route`` (each one's pickup and drop-off, or only the drop-off when the
+        order is in ``picked_up``).
+    available_at : when the rider can leave ``position`` (seconds, round clock); ``None`` = now.
+    """
+
+    id: str
+    position: LatLng
+    speed_mps: float
+    capacity: float
+    route: Route = Route()
+    orders: tuple[Order, ...] = ()
+    picked_up: frozenset[str] = frozenset()
+    available_at: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("rider id must be a non-empty string")
+        _finite("speed_mps", self.speed_mps)
+        if self.speed_mps <= 0:
+            raise ValueError(f"rider {self.id}: speed_mps must be > 0, got {self.speed_mps!r}")
+        _finite("capacity", self.capacity)
+        if self.capacity <= 0:
+            raise ValueError(f"rider {self.id}: capacity must be > 0, got {self.capacity!r}")
+        if self.available_at is not None:
+            _finite("available_at", self.available_at)
+        self._check_route()
+
+    def _check_route(self) -> None:
+        by_id = {o.id: o for o in self.orders}
+        if len(by_id) != len(self.orders):
+            raise ValueError(f"rider {self.id}: duplicate order ids in orders")
+        unknown = self.picked_up - by_id.keys()
+        if unknown:
+            raise ValueError(f"rider {self.id}: picked_up names unknown orders {sorted(unknown)}")
+        seen: dict[str, list[StopKind]] = {oid: [] for oid in by_id}
+        for stop in self.route.stops:
+            if stop.order_id not in by_id:
+                raise ValueError(f"rider {self.id}: route stop for unknown order {stop.order_id}")
+            seen[stop.order_id].append(stop.kind)
+        for oid, kinds in seen.items():
+            want = (
+                [StopKind.DROPOFF] if oid in self.picked_up else [StopKind.PICKUP, StopKind.DROPOFF]
+            )
+            if kinds != want:
+                raise ValueError(
+                    f"rider {self.id}: order {oid} must appear on the route as "
+                    f"{[k.value for k in want]}, got {[k.value for k in kinds]}"
+                )
+        if self.onboard_load > self.capacity + 1e-9:
+            raise ValueError(
+                f"rider {self.id}: picked-up load {self.onboard_load} exceeds capacity "
+                f"{self.capacity}"
+            )
+
+    @property
+    def onboard_load(self) -> float:
+        """Capacity units already in the box (orders picked up, not yet delivered)."""
+        return sum(o.size for o in self.orders if o.id in self.picked_up)
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchWeights:
+    """How a round prices a plan.
+
+    late_weight : seconds of travel one second of lateness is worth (>= 0).
+    max_lateness_s : hard limit on any drop-off's lateness, seconds; a placement that makes some
+        drop-off later than this (and later than it already was) is infeasible. ``inf`` = no limit.
+    max_orders_per_rider : at most this many new orders go to one rider in a round (>= 1).
+    candidate_riders : when set, each order is only priced against its this-many nearest riders
+        (by straight-line distance to the pickup); ``None`` prices every pair.
+    """
+
+    late_weight: float = 4.0
+    max_lateness_s: float = 1800.0
+    max_orders_per_rider: int = 1
+    candidate_riders: int | None = None
+
+    def __post_init__(self) -> None:
+        _non_negative("late_weight", self.late_weight)
+        if math.isnan(self.max_lateness_s) or self.max_lateness_s < 0:
+            raise ValueError(f"max_lateness_s must be >= 0, got {self.max_lateness_s!r}")
+        if self.max_orders_per_rider < 1:
+            raise ValueError(
+                f"max_orders_per_rider must be >= 1, got {self.max_orders_per_rider!r}"
+            )
+        if self.candidate_riders is not None and self.candidate_riders < 1:
+            raise ValueError(f"candidate_riders must be >= 1, got {self.candidate_riders!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchRound:
+    """One dispatch decision: give ``orders`` (new, unassigned) to ``riders`` at time ``now``."""
+
+    now: float
+    riders: tuple[Rider, ...]
+    orders: tuple[Order, ...]
+    weights: DispatchWeights = DispatchWeights()
+
+    def __post_init__(self) -> None:
+        _finite("now", self.now)
+        rider_ids = [r.id for r in self.riders]
+        if len(set(rider_ids)) != len(rider_ids):
+            raise ValueError("rider ids must be unique within a round")
+        order_ids = [o.id for o in self.orders]
+        if len(set(order_ids)) != len(order_ids):
+            raise ValueError("new order ids must be unique within a round")
+        carried = {o.id for r in self.riders for o in r.orders}
+        clash = carried.intersection(order_ids)
+        if clash:
+            raise ValueError(f"new orders already on a rider's route: {sorted(clash)[:5]}")
+
+
+class UnassignedReason(StrEnum):
+    NO_RIDERS = "no_riders"
+    """The round has no riders."""
+    INFEASIBLE = "infeasible"
+    """No rider can take the order within its capacity and the lateness limit."""
+    RIDER_LIMIT = "rider_limit"
+    """Feasible riders exist, but each was given other orders (max_orders_per_rider)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """An order given to a rider; ``cost`` in weighted seconds (travel + late_weight x lateness)."""
+
+    order_id: str
+    rider_id: str
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Unassigned:
+    order_id: str
+    reason: UnassignedReason
+
+
+@dataclass(frozen=True, slots=True)
+class CostBreakdown:
+    """What the plan adds to the riders' routes.
+
+    travel_s : added driving time, seconds.
+    lateness_s : added lateness summed over every drop-off on the changed routes, seconds.
+    total : travel_s + late_weight x lateness_s.
+    """
+
+    travel_s: float
+    lateness_s: float
+    total: float
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchPlan:
+    """The result of a round.
+
+    routes : the new route of every rider whose route changed.
+    predicted_arrival : for every order on a changed route, the planned arrival at its drop-off
+        (seconds, round clock).
+    timings_ms : wall time per stage, milliseconds.
+    """
+
+    assignments: tuple[Assignment, ...]
+    routes: Mapping[str, Route]
+    predicted_arrival: Mapping[str, float]
+    cost: CostBreakdown
+    unassigned: tuple[Unassigned, ...]
+    backend: str = "numpy"
+    timings_ms: Mapping[str, float] = field(default_factory=dict)

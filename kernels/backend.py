@@ -1,0 +1,77 @@
+"""Choosing the array module (``xp``): CuPy on a working CUDA device, NumPy otherwise.
+
+Kernels take ``xp`` from their inputs (``array_module``), so data that already lives on a device
+stays there; the round-level entry points take a backend name and move arrays once.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from types import ModuleType
+from typing import Any, Literal
+
+import numpy as np
+
+BackendName = Literal["numpy", "cupy"]
+
+
+@lru_cache(maxsize=1)
+def cupy_available() -> bool:
+    """True when CuPy imports and a CUDA device runs a trivial kernel."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            return False
+        int((cupy.arange(4) * 2).sum().get())
+        return True
+    except Exception:
+        return False
+
+
+def resolve_backend(name: str | None = None) -> BackendName:
+    """The backend to use: ``name`` if given, else ``ORML_BACKEND`` (default ``auto``).
+
+    Raises ValueError for an unknown name, RuntimeError when ``cupy`` is forced but unusable.
+    """
+    if name is None:
+        from config import get_settings
+
+        name = get_settings().backend
+    if name == "auto":
+        return "cupy" if cupy_available() else "numpy"
+    if name == "numpy":
+        return "numpy"
+    if name == "cupy":
+        if not cupy_available():
+            raise RuntimeError("backend 'cupy' was requested but no working CUDA device is found")
+        return "cupy"
+    raise ValueError(f"unknown backend {name!r}: expected 'auto', 'numpy' or 'cupy'")
+
+
+def module_for(name: BackendName) -> ModuleType:
+    """The array module for a backend name."""
+    if name == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+def array_module(*arrays: Any) -> ModuleType:
+    """The array module of ``arrays``; raises ValueError when they live on different devices."""
+    modules = {type(a).__module__.split(".")[0] for a in arrays if hasattr(a, "__array__")}
+    modules.discard("builtins")
+    if "cupy" in modules:
+        if "numpy" in modules:
+            raise ValueError("inputs mix NumPy (host) and CuPy (device) arrays; move them first")
+        import cupy
+
+        return cupy
+    return np
+
+
+def to_numpy(a: Any) -> np.ndarray:
+    """A host copy of a NumPy or CuPy array."""
+    get = getattr(a, "get", None)
+    return get() if callable(get) else np.asarray(a)

@@ -1,0 +1,196 @@
+// insertion_costs: the CUDA twin of kernels/insertion_costs.py::_numpy_loop.
+//
+// One thread prices one (route, order) pair: every pickup position i and drop-off position j
+// (0 <= i <= j <= insert_limit), keeping the cheapest feasible placement. The arithmetic is the
+// NumPy loop's, operation for operation, in float32; compile with --fmad=false so that no
+// multiply-add is fused and both paths round identically (the tests hold them equal).
+//
+// orml_best_insertion is __host__ __device__ so that tests/kernels/insertion_host_harness.cu can
+// run this very source on a CPU when no GPU is present.
+//
+// Array layouts (row-major, contiguous; L = n_slots):
+//   node_xy      float[R, L+2, 2]   node 0 = start, node q+1 = stop q
+//   ctx arrays   float[R, L+1]      depart_prev, leg, arrival, cum_wait, soft, hard,
+//                                   soft_min, hard_min, load_before (see RouteContext)
+//   per route    speed, capacity float[R]; n_stops, insert_limit int[R]
+//   per order    pickup_xy, dropoff_xy float[O, 2]; ready, pickup_latest, due, dropoff_latest,
+//                pickup_service, dropoff_service, size float[O]; has_pickup unsigned char[O]
+//   outputs      cost, travel, lateness float[N]; pickup_pos, dropoff_pos int[N]
+//                N = R*O (grid, index r*O + o) or R (pairs, order index = r)
+
+#ifdef __CUDA_ARCH__
+#define ORML_INF __int_as_float(0x7f800000)
+#else
+#define ORML_INF __builtin_huge_valf()
+#endif
+
+struct OrmlRoutes {
+    const float* node_xy;
+    const float* depart_prev;
+    const float* leg;
+    const float* arrival;
+    const float* cum_wait;
+    const float* soft;
+    const float* hard;
+    const float* soft_min;
+    const float* hard_min;
+    const float* load_before;
+    const float* speed;
+    const float* capacity;
+    const int* n_stops;
+    const int* insert_limit;
+    int n_slots;
+};
+
+struct OrmlOrders {
+    const float* pickup_xy;
+    const float* dropoff_xy;
+    const float* ready;
+    const float* pickup_latest;
+    const float* due;
+    const float* dropoff_latest;
+    const float* pickup_service;
+    const float* dropoff_service;
+    const float* size;
+    const unsigned char* has_pickup;
+};
+
+struct OrmlBest {
+    float cost;
+    float travel;
+    float lateness;
+    int i;
+    int j;
+};
+
+__host__ __device__ inline float orml_travel(float ax, float ay, float bx, float by, float speed) {
+    float dx = ax - bx;
+    float dy = ay - by;
+    float sq = dx * dx;
+    sq = sq + dy * dy;
+    return sqrtf(sq) / speed;
+}
+
+__host__ __device__ inline OrmlBest orml_best_insertion(const OrmlRoutes& R, const OrmlOrders& O,
+                                                        int r, int o, float late_weight) {
+    const int L = R.n_slots;
+    const float* node = R.node_xy + (long long)r * (L + 2) * 2;
+    const long long c0 = (long long)r * (L + 1);
+    const float* depart_prev = R.depart_prev + c0;
+    const float* leg = R.leg + c0;
+    const float* arrival = R.arrival + c0;
+    const float* cum_wait = R.cum_wait + c0;
+    const float* soft = R.soft + c0;
+    const float* hard = R.hard + c0;
+    const float* soft_min = R.soft_min + c0;
+    const float* hard_min = R.hard_min + c0;
+    const float* load_before = R.load_before + c0;
+    const float speed = R.speed[r];
+    const float cap = R.capacity[r];
+    const int n = R.n_stops[r];
+    const int limit = R.insert_limit[r];
+
+    const float px = O.pickup_xy[2 * o], py = O.pickup_xy[2 * o + 1];
+    const float dx = O.dropoff_xy[2 * o], dy = O.dropoff_xy[2 * o + 1];
+    const bool hp = O.has_pickup[o] != 0;
+    const float ready = O.ready[o], p_latest = O.pickup_latest[o];
+    const float due = O.due[o], d_latest = O.dropoff_latest[o];
+    const float p_svc = O.pickup_service[o], d_svc = O.dropoff_service[o];
+    const float size = O.size[o];
+    // Without a pickup, the order rides from the start: P is virtual and free.
+    const float t_pd = hp ? orml_travel(px, py, dx, dy, speed)
+                          : orml_travel(node[0], node[1], dx, dy, speed);
+
+    OrmlBest best;
+    best.cost = ORML_INF;
+    best.travel = 0.0f;
+    best.lateness = 0.0f;
+    best.i = -1;
+    best.j = -1;
+
+    for (int i = 0; i <= limit; ++i) {
+        if (!hp && i > 0) break;  // a virtual pickup only sits at the start
+        const bool nxt_i = i < n;
+        float t_in = orml_travel(node[2 * i], node[2 * i + 1], px, py, speed);
+        const float t_out = orml_travel(node[2 * (i + 1)], node[2 * (i + 1) + 1], px, py, speed);
+        const float arr_p = hp ? depart_prev[i] + t_in : depart_prev[0];
+        const float dep_p = hp ? fmaxf(arr_p, ready) + p_svc : arr_p;
+        const float delta1 = (nxt_i && hp) ? fmaxf((dep_p + t_out) - arrival[i], 0.0f) : 0.0f;
+        const float x1 = delta1 + cum_wait[i];
+        float travel_p = nxt_i ? (t_in + t_out) - leg[i] : t_in;
+        travel_p = hp ? travel_p : 0.0f;
+        t_in = hp ? t_in : 0.0f;
+        bool ok_mid = (arr_p <= p_latest) && (!hp || load_before[i] + size <= cap);
+        float run_soft = 0.0f;
+        for (int j = i; j <= limit; ++j) {
+            const bool nxt = j < n;
+            const float t_dj = orml_travel(node[2 * j], node[2 * j + 1], dx, dy, speed);
+            const float t_dn = orml_travel(node[2 * (j + 1)], node[2 * (j + 1) + 1], dx, dy, speed);
+            const float close = nxt ? t_dn - leg[j] : 0.0f;
+            const float thr = nxt ? (arrival[j] - d_svc) - t_dn : ORML_INF;
+            float arr_d, travel;
+            if (j == i) {
+                arr_d = dep_p + t_pd;
+                travel = (t_in + t_pd) + close;
+            } else {
+                const int m = j - 1;  // stop j-1 now lies between P and D
+                run_soft = run_soft + fmaxf(x1 - soft[m], 0.0f);
+                ok_mid = ok_mid && (x1 <= hard[m]) && (!hp || load_before[j] + size <= cap);
+                const float shift = fmaxf(x1 - cum_wait[j], 0.0f);
+                arr_d = (depart_prev[j] + shift) + t_dj;
+                travel = (travel_p + t_dj) + close;
+            }
+            const float x2 = fmaxf(arr_d - thr, 0.0f) + cum_wait[j];
+            const bool ok = ok_mid && (arr_d <= d_latest) && (x2 <= hard_min[j]);
+            if (!ok) continue;
+            float late = run_soft + fmaxf(arr_d - due, 0.0f);
+            float weighted = late_weight * late;
+            float cost = travel + weighted;
+            if (x2 > soft_min[j] && cost < best.cost) {
+                float suffix = 0.0f;
+                for (int q = j; q < L; ++q) suffix = suffix + fmaxf(x2 - soft[q], 0.0f);
+                late = late + suffix;
+                weighted = late_weight * late;
+                cost = travel + weighted;
+            }
+            if (cost < best.cost) {
+                best.cost = cost;
+                best.lateness = late;
+                best.i = i;
+                best.j = j;
+            }
+        }
+    }
+    if (best.i >= 0) {
+        const float weighted = late_weight * best.lateness;
+        best.travel = best.cost - weighted;
+    }
+    return best;
+}
+
+extern "C" __global__ void orml_insertion_costs(
+    const float* node_xy, const float* depart_prev, const float* leg, const float* arrival,
+    const float* cum_wait, const float* soft, const float* hard, const float* soft_min,
+    const float* hard_min, const float* load_before, const float* speed, const float* capacity,
+    const int* n_stops, const int* insert_limit, int n_routes, int n_slots,
+    const float* pickup_xy, const float* dropoff_xy, const float* ready,
+    const float* pickup_latest, const float* due, const float* dropoff_latest,
+    const float* pickup_service, const float* dropoff_service, const float* size,
+    const unsigned char* has_pickup, int n_orders, int pairs, float late_weight,
+    float* out_cost, float* out_travel, float* out_lateness, int* out_i, int* out_j) {
+    const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long total = pairs ? (long long)n_routes : (long long)n_routes * n_orders;
+    if (idx >= total) return;
+    const int r = pairs ? (int)idx : (int)(idx / n_orders);
+    const int o = pairs ? (int)idx : (int)(idx % n_orders);
+    OrmlRoutes R = {node_xy, depart_prev, leg, arrival, cum_wait, soft, hard, soft_min,
+                    hard_min, load_before, speed, capacity, n_stops, insert_limit, n_slots};
+    OrmlOrders O = {pickup_xy, dropoff_xy, ready, pickup_latest, due,
+                    dropoff_latest, pickup_service, dropoff_service, size, has_pickup};
+    const OrmlBest b = orml_best_insertion(R, O, r, o, late_weight);
+    out_cost[idx] = b.cost;
+    out_travel[idx] = b.travel;
+    out_lateness[idx] = b.lateness;
+    out_i[idx] = b.i;
+    out_j[idx] = b.j;
+}

@@ -1,0 +1,1 @@
+"""GPU-aware placement: profiles, packing onto heterogeneous cards, Serve options. Not built yet."""

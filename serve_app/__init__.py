@@ -1,0 +1,1 @@
+"""The application: HTTP ingress, Python handle API, the dispatch pipeline (serving issue)."""

@@ -1,0 +1,79 @@
+"""Build and run ``insertion_host_harness.cu``: the CUDA kernel's source, run on the CPU."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from kernels.arrays import OrderArrays, RouteArrays
+from kernels.insertion_costs import CUDA_SOURCE, Insertions, route_context
+
+HARNESS = Path(__file__).with_name("insertion_host_harness.cu")
+
+
+def nvcc() -> str | None:
+    return shutil.which("nvcc")
+
+
+def build_harness(out_dir: Path) -> Path:
+    exe = out_dir / "insertion_host_harness"
+    subprocess.run(
+        [
+            nvcc() or "nvcc",
+            "-O2",
+            "--fmad=false",
+            "-I",
+            str(CUDA_SOURCE.parent),
+            "-o",
+            str(exe),
+            str(HARNESS),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return exe
+
+
+def run_harness(
+    exe: Path, work: Path, routes: RouteArrays, orders: OrderArrays, late_weight: float, pairs: bool
+) -> Insertions:
+    ctx = route_context(routes)
+    work.mkdir(parents=True, exist_ok=True)
+    arrays = {name: getattr(ctx, name) for name in ctx.__dataclass_fields__}
+    for name in ("speed", "capacity", "n_stops", "insert_limit"):
+        arrays[name] = getattr(routes, name)
+    for name in orders.__dataclass_fields__:
+        arrays[name] = getattr(orders, name)
+    for name, a in arrays.items():
+        np.ascontiguousarray(a).tofile(work / f"{name}.bin")
+    n_routes, n_slots = routes.shape
+    subprocess.run(
+        [
+            str(exe),
+            str(work),
+            str(n_routes),
+            str(n_slots),
+            str(len(orders)),
+            str(int(pairs)),
+            repr(float(late_weight)),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    shape = (n_routes,) if pairs else (n_routes, len(orders))
+
+    def read(name: str, dtype: type) -> np.ndarray:
+        return np.fromfile(work / f"out_{name}.bin", dtype=dtype).reshape(shape)
+
+    return Insertions(
+        cost=read("cost", np.float32),
+        pickup_pos=read("pickup_pos", np.int32),
+        dropoff_pos=read("dropoff_pos", np.int32),
+        travel=read("travel", np.float32),
+        lateness=read("lateness", np.float32),
+    )

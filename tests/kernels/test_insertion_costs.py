@@ -1,0 +1,176 @@
+"""insertion_costs: NumPy loop == brute-force reference == the CUDA source (host harness, GPU)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernels._reference import placement_cost, reference_insertion_costs
+from kernels.arrays import OrderArrays, RouteArrays
+from kernels.insertion_costs import CUDA_SOURCE, Insertions, insertion_costs
+from tests.kernels.cases import random_batch
+from tests.kernels.cuda_host import build_harness, nvcc, run_harness
+
+FIELDS = ("cost", "pickup_pos", "dropoff_pos", "travel", "lateness")
+
+
+def assert_matches_reference(
+    fast: Insertions, routes: RouteArrays, orders: OrderArrays, w: float, pairs: bool
+) -> None:
+    ref = reference_insertion_costs(routes, orders, late_weight=w, pairs=pairs)
+    feasible = np.isfinite(ref.cost)
+    assert np.array_equal(np.isfinite(fast.cost), feasible)
+    assert np.all(fast.pickup_pos[~feasible] == -1)
+    np.testing.assert_allclose(fast.cost[feasible], ref.cost[feasible], rtol=1e-4, atol=5e-2)
+    # The chosen placement really costs what the kernel says (ties may pick another optimum).
+    for idx in zip(*np.nonzero(feasible), strict=True):
+        r, o = (idx[0], idx[0]) if pairs else idx
+        c, tr, la = placement_cost(
+            routes, orders, r, o, int(fast.pickup_pos[idx]), int(fast.dropoff_pos[idx]), w
+        )
+        assert c == pytest.approx(float(ref.cost[idx]), rel=1e-4, abs=5e-2)
+        assert tr == pytest.approx(float(fast.travel[idx]), rel=1e-3, abs=5e-2)
+        assert la == pytest.approx(float(fast.lateness[idx]), rel=1e-3, abs=5e-2)
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n_routes=st.integers(1, 6),
+    n_orders=st.integers(0, 5),
+    n_slots=st.integers(1, 7),
+    tight=st.booleans(),
+    w=st.sampled_from([0.0, 1.0, 4.0]),
+)
+def test_numpy_equals_reference_on_random_batches(seed, n_routes, n_orders, n_slots, tight, w):
+    """Adversarial batches (late stops, hard windows, full riders, on-board orders, depots)."""
+    routes, orders = random_batch(seed, n_routes, n_orders, n_slots, tight=tight)
+    fast = insertion_costs(routes, orders, late_weight=w)
+    assert fast.cost.shape == (n_routes, n_orders) and fast.cost.dtype == np.float32
+    assert fast.pickup_pos.dtype == np.int32
+    assert_matches_reference(fast, routes, orders, w, pairs=False)
+
+
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 8), tight=st.booleans())
+def test_pairs_mode_equals_reference(seed, n, tight):
+    """Pair p prices order p against route p only."""
+    routes, orders = random_batch(seed, n, n, 6, tight=tight)
+    fast = insertion_costs(routes, orders, late_weight=2.0, pairs=True)
+    assert fast.cost.shape == (n,)
+    assert_matches_reference(fast, routes, orders, 2.0, pairs=True)
+
+
+def test_two_thread_split_gives_the_same_answer():
+    """Large batches are priced on two threads; the halves must agree with one pass."""
+    from kernels.insertion_costs import _price_rows, route_context
+
+    routes, orders = random_batch(7, 130, 9, 8)
+    split = insertion_costs(routes, orders, late_weight=3.0)
+    whole = _price_rows(routes, orders, route_context(routes), 3.0, False)
+    for f in FIELDS:
+        assert np.array_equal(getattr(split, f), getattr(whole, f)), f
+
+
+def test_empty_route_takes_pickup_then_dropoff():
+    """An idle rider's only placement is (0, 0): drive to P, then D."""
+    routes, orders = random_batch(1, 1, 1, 3)
+    routes = RouteArrays.empty(1, 3)
+    routes.speed[:] = 5.0
+    routes.capacity[:] = 2.0
+    routes.start_xy[:] = [0.0, 0.0]
+    o = OrderArrays(
+        pickup_xy=np.array([[300.0, 400.0]], np.float32),
+        dropoff_xy=np.array([[300.0, 1400.0]], np.float32),
+        ready=np.array([0.0], np.float32),
+        pickup_latest=np.array([np.inf], np.float32),
+        due=np.array([10_000.0], np.float32),
+        dropoff_latest=np.array([np.inf], np.float32),
+        pickup_service=np.zeros(1, np.float32),
+        dropoff_service=np.zeros(1, np.float32),
+        size=np.ones(1, np.float32),
+        has_pickup=np.ones(1, bool),
+    )
+    got = insertion_costs(routes.check(), o.check(), late_weight=1.0)
+    assert (int(got.pickup_pos[0, 0]), int(got.dropoff_pos[0, 0])) == (0, 0)
+    assert float(got.cost[0, 0]) == pytest.approx((500.0 + 1000.0) / 5.0)
+
+
+def test_order_bigger_than_every_box_is_infeasible_everywhere():
+    """All-infeasible: +inf cost and -1 positions."""
+    routes, orders = random_batch(3, 5, 4, 4)
+    big = OrderArrays(**{**orders.__dict__, "size": np.full(4, 1000.0, np.float32)})
+    big = OrderArrays(**{**big.__dict__, "has_pickup": np.ones(4, bool)})
+    got = insertion_costs(routes, big, late_weight=1.0)
+    assert np.all(np.isinf(got.cost)) and np.all(got.pickup_pos == -1)
+
+
+def test_zero_orders_and_zero_routes():
+    routes, orders = random_batch(4, 3, 0, 4)
+    assert insertion_costs(routes, orders, late_weight=1.0).cost.shape == (3, 0)
+    routes0, orders3 = random_batch(4, 0, 3, 4)
+    assert insertion_costs(routes0, orders3, late_weight=1.0).cost.shape == (0, 3)
+
+
+def test_bad_inputs_raise_value_errors_naming_the_array():
+    routes, orders = random_batch(5, 3, 2, 4)
+    bad = RouteArrays(**{**routes.__dict__, "speed": routes.speed.astype(np.float64)})
+    with pytest.raises(ValueError, match="speed must be float32"):
+        insertion_costs(bad, orders, late_weight=1.0)
+    with pytest.raises(ValueError, match="late_weight"):
+        insertion_costs(routes, orders, late_weight=-1.0)
+    with pytest.raises(ValueError, match="pairs=True"):
+        insertion_costs(routes, orders, late_weight=1.0, pairs=True)
+
+
+@pytest.mark.nvcc
+def test_cuda_source_compiles_for_hopper_and_turing(tmp_path: Path):
+    """The kernel compiles with nvcc for the GPU generations we place on (T4 .. H100)."""
+    for arch in ("sm_75", "sm_90"):
+        subprocess.run(
+            [nvcc(), "--fmad=false", f"-arch={arch}", "-ptx", str(CUDA_SOURCE),
+             "-o", str(tmp_path / f"k_{arch}.ptx")],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        assert "orml_insertion_costs" in (tmp_path / f"k_{arch}.ptx").read_text()
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if nvcc() is None:
+        pytest.skip("needs nvcc")
+    return build_harness(tmp_path_factory.mktemp("harness"))
+
+
+@pytest.mark.nvcc
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("pairs", [False, True])
+def test_cuda_source_on_host_is_bit_exact_with_numpy(harness: Path, tmp_path: Path, seed, pairs):
+    """The .cu's per-pair function, compiled for the CPU, equals the NumPy loop bit for bit."""
+    n = 9 if pairs else 11
+    routes, orders = random_batch(seed, n, 9, 1 + seed % 9, tight=seed % 2 == 0)
+    fast = insertion_costs(routes, orders, late_weight=3.0, pairs=pairs)
+    cuda = run_harness(harness, tmp_path, routes, orders, 3.0, pairs)
+    for f in FIELDS:
+        assert np.array_equal(getattr(fast, f), getattr(cuda, f)), f
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(4))
+def test_cupy_kernel_equals_numpy(seed):
+    """On a GPU: costs within 1e-4 relative, identical positions."""
+    import cupy
+
+    from planner import generate_round, pack_round
+
+    packed = pack_round(generate_round(400, 150, seed=seed, route_stops=(0, 12)))
+    want = insertion_costs(packed.routes, packed.orders, late_weight=4.0)
+    got = insertion_costs(packed.routes.to(cupy), packed.orders.to(cupy), late_weight=4.0)
+    fin = np.isfinite(want.cost)
+    assert np.array_equal(np.isfinite(got.cost.get()), fin)
+    np.testing.assert_allclose(got.cost.get()[fin], want.cost[fin], rtol=1e-4)
+    assert np.array_equal(got.pickup_pos.get(), want.pickup_pos)
+    assert np.array_equal(got.dropoff_pos.get(), want.dropoff_pos)
