@@ -120,7 +120,7 @@ __host__ __device__ inline OrmlBest orml_best_insertion(const OrmlRoutes& R, con
         float travel_p = nxt_i ? (t_in + t_out) - leg[i] : t_in;
         travel_p = hp ? travel_p : 0.0f;
         t_in = hp ? t_in : 0.0f;
-        bool ok_mid = (arr_p <= p_latest) && (!hp || load_before[i] + size <= cap);
+        bool ok_mid = (!hp || arr_p <= p_latest) && (!hp || load_before[i] + size <= cap);
         float run_soft = 0.0f;
         for (int j = i; j <= limit; ++j) {
             const bool nxt = j < n;

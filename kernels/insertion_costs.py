@@ -298,7 +298,7 @@ def _price_rows(
         hp = _rows(has_p, k)
         t_in = t_p[i][r]
         arr_p = xp.where(hp, c["depart_prev"][r, i : i + 1] + t_in, c["depart_prev"][r, 0:1])
-        ok_mid = (arr_p <= _rows(p_latest, k)) & (hp | (i == 0))
+        ok_mid = (~hp | (arr_p <= _rows(p_latest, k))) & (hp | (i == 0))
         dep_p = xp.where(hp, xp.maximum(arr_p, _rows(ready, k)) + _rows(p_svc, k), arr_p)
         t_out = t_p[i + 1][r]
         # A virtual pickup (order on board) sits at the start and delays nothing.

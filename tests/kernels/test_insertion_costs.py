@@ -77,7 +77,6 @@ def test_two_thread_split_gives_the_same_answer():
 
 def test_empty_route_takes_pickup_then_dropoff():
     """An idle rider's only placement is (0, 0): drive to P, then D."""
-    routes, orders = random_batch(1, 1, 1, 3)
     routes = RouteArrays.empty(1, 3)
     routes.speed[:] = 5.0
     routes.capacity[:] = 2.0

@@ -1,0 +1,51 @@
+"""schedule: vectorised route simulation equals the plain-Python simulation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kernels._reference import _route, simulate
+from kernels.schedule import schedule
+from tests.kernels.cases import random_batch
+
+
+@given(seed=st.integers(0, 2**31 - 1), n_routes=st.integers(0, 8), n_slots=st.integers(1, 9))
+def test_schedule_equals_python_simulation(seed, n_routes, n_slots):
+    """Arrivals, driving time, lateness and load per stop match a straight simulation."""
+    routes, _ = random_batch(seed, n_routes, 0, n_slots)
+    got = schedule(routes)
+    for r in range(n_routes):
+        stops = _route(routes, r)
+        arrivals, travel, late = simulate(routes, r, stops)
+        n = len(stops)
+        np.testing.assert_allclose(got.arrival[r, :n], arrivals, rtol=1e-5, atol=1e-2)
+        assert np.all(np.isnan(got.arrival[r, n:]))
+        assert math.isclose(float(got.travel[r]), travel, rel_tol=1e-5, abs_tol=1e-2)
+        assert math.isclose(float(got.total_lateness[r]), late, rel_tol=1e-5, abs_tol=1e-2)
+        load = float(routes.load0[r]) + np.cumsum([s.load for s in stops])
+        np.testing.assert_allclose(got.load[r, :n], load, atol=1e-5)
+
+
+def test_waiting_for_food_delays_departure():
+    """A pickup reached before the food is ready departs at ready + service."""
+    routes, _ = random_batch(0, 1, 0, 1)
+    routes.n_stops[:] = 1
+    routes.insert_limit[:] = 1
+    routes.start_xy[:] = 0
+    routes.start_time[:] = 0
+    routes.speed[:] = 10.0
+    routes.stop_xy[0, 0] = [100.0, 0.0]
+    routes.stop_ready[0, 0] = 500.0
+    routes.stop_service[0, 0] = 60.0
+    routes.stop_load[0, 0] = 1.0
+    routes.capacity[:] = 1.0
+    routes.load0[:] = 0.0
+    got = schedule(routes.check())
+    assert float(got.arrival[0, 0]) == 10.0
+    assert float(got.departure[0, 0]) == 560.0
+    assert float(got.duration[0]) == 560.0
+    assert bool(got.feasible[0])

@@ -1,0 +1,83 @@
+"""Domain types check themselves; the local projection's error is what the docs say."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from domain import LatLng, LocalProjection, Order, Rider, Route, Stop, StopKind, haversine_m
+from domain.types import DispatchRound, DispatchWeights
+
+
+def order(oid: str = "o1", **kw) -> Order:
+    base = dict(id=oid, pickup=LatLng(31.2, 121.4), dropoff=LatLng(31.21, 121.41),
+                created_at=0.0, ready_at=300.0, promised_at=2000.0)  # fmt: skip
+    base.update(kw)
+    return Order(**base)
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [({"size": 0}, "size"), ({"promised_at": -1.0}, "promised_at"),
+     ({"ready_at": math.nan}, "ready_at"), ({"pickup_service_s": -5.0}, "pickup_service_s")],
+)  # fmt: skip
+def test_order_rejects_bad_fields_by_name(kw, field):
+    with pytest.raises(ValueError, match=field):
+        order(**kw)
+
+
+def test_latlng_range():
+    with pytest.raises(ValueError, match="lat"):
+        LatLng(91.0, 0.0)
+    with pytest.raises(ValueError, match="lng"):
+        LatLng(0.0, math.inf)
+
+
+def test_rider_route_must_match_its_orders():
+    o = order()
+    ok = Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.PICKUP),
+               Stop("o1", StopKind.DROPOFF))), (o,))  # fmt: skip
+    assert ok.onboard_load == 0
+    with pytest.raises(ValueError, match="must appear on the route"):
+        Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.DROPOFF),)), (o,))
+    picked = Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.DROPOFF),)),
+                   (o,), frozenset({"o1"}))  # fmt: skip
+    assert picked.onboard_load == 1.0
+    with pytest.raises(ValueError, match="exceeds capacity"):
+        Rider("r", LatLng(31.2, 121.4), 5.0, 0.5, Route((Stop("o1", StopKind.DROPOFF),)),
+              (o,), frozenset({"o1"}))  # fmt: skip
+
+
+def test_round_rejects_duplicate_and_carried_orders():
+    o = order()
+    with pytest.raises(ValueError, match="unique"):
+        DispatchRound(0.0, (), (o, o))
+    rider = Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.PICKUP),
+                  Stop("o1", StopKind.DROPOFF))), (o,))  # fmt: skip
+    with pytest.raises(ValueError, match="already on a rider"):
+        DispatchRound(0.0, (rider,), (o,))
+    with pytest.raises(ValueError, match="max_orders_per_rider"):
+        DispatchWeights(max_orders_per_rider=0)
+
+
+@pytest.mark.parametrize(("lat0", "bound"), [(0.0, 2e-3), (31.2, 2e-3), (45.0, 5e-3), (60.0, 5e-3)])
+def test_projection_error_within_20_km_is_as_documented(lat0, bound):
+    rng = np.random.default_rng(int(lat0))
+    centre = LatLng(lat0, 10.0)
+    proj = LocalProjection(centre)
+    worst = 0.0
+    for _ in range(300):
+        pts = []
+        for _ in range(2):
+            r, a = 20_000 * math.sqrt(rng.random()), 2 * math.pi * rng.random()
+            dlat = r * math.sin(a) / 111_195.0
+            dlng = r * math.cos(a) / (111_195.0 * math.cos(math.radians(lat0)))
+            pts.append(LatLng(lat0 + dlat, 10.0 + dlng))
+        xy = proj.to_xy(np.array([p.lat for p in pts]), np.array([p.lng for p in pts]))
+        planar = float(np.hypot(*(xy[0] - xy[1])))
+        true = haversine_m(pts[0], pts[1])
+        if true > 100:
+            worst = max(worst, abs(planar - true) / true)
+    assert worst < bound
