@@ -33,7 +33,7 @@ def improve(
     *,
     late_weight: float,
     rows: Any = None,
-    max_passes: int = 4,
+    max_passes: int = 2,
     tol_s: float = 1e-2,
 ) -> tuple[RouteArrays, Any, int]:
     """Improve routes ``rows`` (default all) by relocating orders.

@@ -344,9 +344,9 @@ def _price_rows(
                 late = late + _suffix_lateness(xp, need, x2, c["soft"][r], j)
                 cost = xp.where(ok, travel + w * late, xp.inf)
             better = cost < best[r]
-            best[r] = xp.where(better, cost, best[r])
-            best_code[r] = xp.where(better, i * stride + j, best_code[r])
-            best_late[r] = xp.where(better, late, best_late[r])
+            xp.copyto(best[r], cost, where=better)
+            xp.copyto(best_code[r], i * stride + j, where=better)
+            xp.copyto(best_late[r], late, where=better)
 
     inv = xp.empty_like(perm)
     inv[perm] = xp.arange(n_routes, dtype=perm.dtype)

@@ -1,0 +1,197 @@
+"""Benchmark the OR kernels: insertion evaluations per second and full-round latency.
+
+One evaluation = one (rider, order, pickup position, drop-off position) placement priced.
+Baselines measured in the same run: the plain-Python reference (on a random sample of pairs,
+since it prices ~10^4 placements a second; its rate is per placement, so sampling is fair), and
+NumPy for CuPy when a GPU is present.
+
+    python bench/kernels.py [--quick] [--json PATH] [--out DIR]
+
+Writes DIR/kernels.csv and DIR/kernels.png (default bench/out/), prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels._reference import reference_insertion_costs  # noqa: E402
+from kernels.backend import cupy_available  # noqa: E402
+from kernels.insertion_costs import insertion_costs  # noqa: E402
+from planner import dispatch_round, generate_round, pack_round  # noqa: E402
+
+LATE_WEIGHT = 4.0
+
+
+def placements(routes) -> int:
+    """Placements per order: sum over routes of (limit+1)(limit+2)/2."""
+    lim = routes.insert_limit.astype(np.int64)
+    return int(((lim + 1) * (lim + 2) // 2).sum())
+
+
+def time_it(fn, repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def bench_size(n_riders: int, n_orders: int, repeats: int, ref_pairs: int, log) -> dict:
+    packed = pack_round(generate_round(n_riders, n_orders, seed=7, route_stops=(4, 12)))
+    evals = placements(packed.routes) * n_orders
+    row: dict = {"size": f"{n_riders}x{n_orders}", "evaluations": evals}
+
+    insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT)  # warm-up
+    t = statistics.median(time_it(
+        lambda: insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT), repeats))  # fmt: skip
+    row["numpy_s"] = t
+    row["numpy_evals_per_s"] = evals / t
+    log(f"  numpy {row['size']}: {t * 1000:.1f} ms median of {repeats}")
+
+    rng = np.random.default_rng(0)
+    k = min(ref_pairs, n_riders * n_orders)
+    flat = rng.choice(n_riders * n_orders, k, replace=False)
+    ri, oi = flat // n_orders, flat % n_orders
+    sub_r, sub_o = packed.routes.take(ri), packed.orders.take(oi)
+    t0 = time.perf_counter()
+    reference_insertion_costs(sub_r, sub_o, late_weight=LATE_WEIGHT, pairs=True)
+    t_ref = time.perf_counter() - t0
+    row["reference_evals_per_s"] = placements(sub_r) / t_ref
+    row["numpy_vs_reference"] = row["numpy_evals_per_s"] / row["reference_evals_per_s"]
+    log(f"  reference {row['size']}: {k} sampled pairs in {t_ref:.2f} s")
+
+    if cupy_available():
+        import cupy
+
+        r_gpu, o_gpu = packed.routes.to(cupy), packed.orders.to(cupy)
+
+        def on_gpu() -> None:
+            insertion_costs(r_gpu, o_gpu, late_weight=LATE_WEIGHT)
+            cupy.cuda.Device().synchronize()
+
+        on_gpu()
+        t_gpu = statistics.median(time_it(on_gpu, max(repeats, 5)))
+        row["cupy_s"] = t_gpu
+        row["cupy_evals_per_s"] = evals / t_gpu
+        row["cupy_vs_numpy"] = t / t_gpu
+        log(f"  cupy {row['size']}: {t_gpu * 1000:.2f} ms")
+    return row
+
+
+def bench_round(n_riders: int, n_orders: int, repeats: int, log) -> list[dict]:
+    round_ = generate_round(n_riders, n_orders, seed=11, route_stops=(0, 12))
+    rows = []
+    for improve in (False, True):
+        dispatch_round(round_, backend="numpy", improve_routes=improve)
+        plans = []
+        walls = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            plans.append(dispatch_round(round_, backend="numpy", improve_routes=improve))
+            walls.append(time.perf_counter() - t0)
+        stages = {
+            key: statistics.median(p.timings_ms.get(key, 0.0) for p in plans)
+            for key in plans[0].timings_ms
+        }
+        row = {
+            "round": f"{n_riders}x{n_orders}",
+            "improve": improve,
+            "median_ms": statistics.median(walls) * 1000,
+            "assigned": len(plans[0].assignments),
+            **{k: round(v, 1) for k, v in stages.items()},
+        }
+        log(f"  dispatch_round improve={improve}: {row['median_ms']:.0f} ms median of {repeats}")
+        rows.append(row)
+    return rows
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sizes = [r["size"] for r in rows]
+    x = np.arange(len(sizes))
+    series = [("reference_evals_per_s", "Python reference"), ("numpy_evals_per_s", "NumPy")]
+    if "cupy_evals_per_s" in rows[0]:
+        series.append(("cupy_evals_per_s", "CuPy (CUDA kernel)"))
+    width = 0.8 / len(series)
+    for k, (key, label) in enumerate(series):
+        ax.bar(x + k * width, [r[key] for r in rows], width, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(x + width * (len(series) - 1) / 2, sizes)
+    ax.set_xlabel("riders x orders (routes of 4-12 stops)")
+    ax.set_ylabel("insertion evaluations / s")
+    ax.set_title("insertion_costs throughput")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes, under a minute")
+    ap.add_argument("--json", type=Path, help="also write all results as JSON here")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    sizes = [(100, 50), (1000, 300)] if args.quick else [(100, 50), (1000, 300), (5000, 1000)]
+    repeats = 3 if args.quick else 7
+    log(f"insertion_costs, {len(sizes)} sizes:")
+    rows = [bench_size(r, o, repeats, 200 if args.quick else 400, log) for r, o in sizes]
+    log("dispatch_round 1000x300:")
+    round_rows = bench_round(1000, 300, 5 if args.quick else 11, log)
+
+    print("\ninsertion_costs (median; reference rate sampled on random pairs)")
+    head = f"{'size':>10} {'evaluations':>12} {'numpy ms':>9} {'numpy ev/s':>11} " \
+           f"{'ref ev/s':>9} {'numpy/ref':>9}"  # fmt: skip
+    if "cupy_s" in rows[0]:
+        head += f" {'cupy ms':>8} {'cupy/numpy':>10}"
+    print(head)
+    for r in rows:
+        line = (f"{r['size']:>10} {r['evaluations']:>12,} {r['numpy_s'] * 1000:>9.1f} "
+                f"{r['numpy_evals_per_s']:>11.3g} {r['reference_evals_per_s']:>9.3g} "
+                f"{r['numpy_vs_reference']:>9.0f}x")  # fmt: skip
+        if "cupy_s" in r:
+            line += f" {r['cupy_s'] * 1000:>8.2f} {r['cupy_vs_numpy']:>9.1f}x"
+        print(line)
+    print("\ndispatch_round, NumPy, all pairs (median ms per stage)")
+    keys = [k for k in round_rows[0] if k.endswith("_ms")]
+    print(f"{'round':>9} {'improve':>7} " + " ".join(f"{k:>12}" for k in keys))
+    for r in round_rows:
+        vals = " ".join(f"{r[k]:>12.1f}" for k in keys)
+        print(f"{r['round']:>9} {r['improve']!s:>7} {vals}")
+
+    with (args.out / "kernels.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=sorted({k for r in rows for k in r}))
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, args.out / "kernels.png")
+    meta = {"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d"), "quick": args.quick}  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps({"meta": meta, "insertion": rows, "round": round_rows},
+                                        indent=2))  # fmt: skip
+    log(f"wrote {args.out / 'kernels.csv'} and {args.out / 'kernels.png'}")
+
+
+if __name__ == "__main__":
+    main()

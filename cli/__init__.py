@@ -1,0 +1,1 @@
+"""The ``orml`` command line (thin: parses arguments, calls the library, prints)."""
