@@ -25,10 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels._reference import reference_insertion_costs  # noqa: E402
-from kernels.backend import cupy_available  # noqa: E402
-from kernels.insertion_costs import insertion_costs  # noqa: E402
-from planner import dispatch_round, generate_round, pack_round  # noqa: E402
+from kernels._reference import reference_insertion_costs
+from kernels.backend import cupy_available
+from kernels.insertion_costs import insertion_costs
+from planner import dispatch_round, generate_round, pack_round
 
 LATE_WEIGHT = 4.0
 
@@ -54,8 +54,11 @@ def bench_size(n_riders: int, n_orders: int, repeats: int, ref_pairs: int, log) 
     row: dict = {"size": f"{n_riders}x{n_orders}", "evaluations": evals}
 
     insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT)  # warm-up
-    t = statistics.median(time_it(
-        lambda: insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT), repeats))  # fmt: skip
+
+    def price() -> None:
+        insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT)
+
+    t = statistics.median(time_it(price, repeats))
     row["numpy_s"] = t
     row["numpy_evals_per_s"] = evals / t
     log(f"  numpy {row['size']}: {t * 1000:.1f} ms median of {repeats}")
@@ -185,8 +188,12 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, args.out / "kernels.png")
-    meta = {"machine": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"), "quick": args.quick}  # fmt: skip
+    meta = {
+        "machine": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d"),
+        "quick": args.quick,
+    }
     if args.json:
         args.json.write_text(json.dumps({"meta": meta, "insertion": rows, "round": round_rows},
                                         indent=2))  # fmt: skip
