@@ -1,7 +1,7 @@
 """``orml``: command-line entry point.
 
-    orml round --riders 1000 --orders 300 [--seed 0] [--backend auto] [--max-orders-per-rider 1]
-               [--candidates K] [--no-improve] [--json]
+orml round --riders 1000 --orders 300 [--seed 0] [--backend auto] [--max-orders-per-rider 1]
+           [--candidates K] [--no-improve] [--json]
 """
 
 from __future__ import annotations
