@@ -39,6 +39,8 @@ class Order:
     created_at, ready_at, promised_at : seconds on the round's clock.
     size : capacity units the order takes in a rider's box (> 0).
     pickup_service_s, dropoff_service_s : time spent at each stop, seconds.
+    item_counts : how many of each menu item the order holds, in the ETR model's menu order
+        (``etr.features.N_MENU_ITEMS`` entries; empty when unknown, read as zeros).
     """
 
     id: str
@@ -51,10 +53,13 @@ class Order:
     items: int = 1
     pickup_service_s: float = 0.0
     dropoff_service_s: float = 0.0
+    item_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("order id must be a non-empty string")
+        if any(c < 0 for c in self.item_counts):
+            raise ValueError("item_counts must be >= 0")
         for name in ("created_at", "ready_at", "promised_at"):
             _finite(name, getattr(self, name))
         if self.promised_at < self.created_at:

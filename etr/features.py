@@ -1,0 +1,108 @@
+"""ETR features: one vectorised function shared by training and serving (NumPy or CuPy).
+
+The model predicts minutes from order to delivery from:
+
+====================  ===========================================================
+column(s)             meaning
+====================  ===========================================================
+hour                  decimal hour of the order, local time, [0, 24)
+hour_sin, hour_cos    the same on the 24 h circle
+day_Mon .. day_Sun    one-hot day of the week
+distance_mi           straight-line restaurant -> customer distance, miles
+item_01 .. item_27    count of each menu item
+items_total           sum of the item counts
+====================  ===========================================================
+
+``F = 39`` columns, float32. Training reads these from the delivery data set's columns;
+serving computes them from ``domain.Order`` (``features_from_orders``), so both go through
+``build_features`` and cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from domain import Order, haversine_m
+
+N_MENU_ITEMS = 27
+DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+FEATURE_NAMES: tuple[str, ...] = (
+    "hour",
+    "hour_sin",
+    "hour_cos",
+    *(f"day_{d}" for d in DAYS),
+    "distance_mi",
+    *(f"item_{k:02d}" for k in range(1, N_MENU_ITEMS + 1)),
+    "items_total",
+)
+N_FEATURES = len(FEATURE_NAMES)
+METRES_PER_MILE = 1609.344
+
+
+def build_features(
+    hour: Any, day: Any, distance_mi: Any, item_counts: Any, xp: ModuleType = np
+) -> Any:
+    """The model's input matrix.
+
+    hour : float[B], local decimal hour in [0, 24).
+    day : int[B], day of week, 0 = Monday .. 6 = Sunday.
+    distance_mi : float[B], miles.
+    item_counts : float or int[B, 27].
+    Returns float32[B, 39] (``FEATURE_NAMES`` order).
+    Raises ValueError on mismatched lengths, a day outside 0..6 or a wrong item width.
+    """
+    hour = xp.asarray(hour, dtype=xp.float32)
+    day = xp.asarray(day)
+    distance_mi = xp.asarray(distance_mi, dtype=xp.float32)
+    items = xp.asarray(item_counts, dtype=xp.float32)
+    n = hour.shape[0]
+    if day.shape != (n,) or distance_mi.shape != (n,) or items.shape != (n, N_MENU_ITEMS):
+        raise ValueError(
+            f"expected hour[B], day[B], distance_mi[B], item_counts[B, {N_MENU_ITEMS}]; got "
+            f"{hour.shape}, {day.shape}, {distance_mi.shape}, {items.shape}"
+        )
+    if n and (bool((day < 0).any()) or bool((day > 6).any())):
+        raise ValueError("day must be in 0..6 (Monday = 0)")
+    out = xp.empty((n, N_FEATURES), xp.float32)
+    angle = hour * xp.float32(2 * math.pi / 24)
+    out[:, 0] = hour
+    out[:, 1] = xp.sin(angle)
+    out[:, 2] = xp.cos(angle)
+    out[:, 3:10] = (day[:, None] == xp.arange(7)[None, :]).astype(xp.float32)
+    out[:, 10] = distance_mi
+    out[:, 11 : 11 + N_MENU_ITEMS] = items
+    out[:, 11 + N_MENU_ITEMS] = items.sum(axis=1)
+    return out
+
+
+def features_from_orders(
+    orders: Sequence[Order], *, utc_offset_s: float = 0.0, xp: ModuleType = np
+) -> Any:
+    """``build_features`` for domain orders: hour and day from ``created_at`` (Unix seconds)
+    shifted by ``utc_offset_s`` to local time, distance pickup -> drop-off (haversine).
+
+    Returns float32[B, 39]. Raises ValueError on an order with more than 27 item counts.
+    """
+    n = len(orders)
+    local = np.array([o.created_at + utc_offset_s for o in orders], np.float64).reshape(n)
+    hour = (local % 86400.0) / 3600.0
+    # 1970-01-01 was a Thursday (Monday = 0 -> Thursday = 3).
+    day = ((np.floor(local / 86400.0).astype(np.int64) + 3) % 7).astype(np.int64)
+    dist = np.array(
+        [haversine_m(o.pickup, o.dropoff) / METRES_PER_MILE for o in orders], np.float64
+    ).reshape(n)
+    items = np.zeros((n, N_MENU_ITEMS), np.float32)
+    for k, o in enumerate(orders):
+        if len(o.item_counts) > N_MENU_ITEMS:
+            raise ValueError(
+                f"order {o.id}: {len(o.item_counts)} item counts, the menu has {N_MENU_ITEMS}"
+            )
+        items[k, : len(o.item_counts)] = o.item_counts
+    return build_features(
+        xp.asarray(hour), xp.asarray(day), xp.asarray(dist), xp.asarray(items), xp=xp
+    )

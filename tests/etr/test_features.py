@@ -1,0 +1,43 @@
+"""ETR features: one function for training and serving; domain orders map onto it."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from domain import LatLng, Order
+from etr.features import FEATURE_NAMES, N_FEATURES, build_features, features_from_orders
+
+
+def test_columns_and_one_hot():
+    x = build_features(np.array([12.5]), np.array([6]), np.array([2.0]),
+                       np.arange(27, dtype=float)[None, :])  # fmt: skip
+    assert x.shape == (1, N_FEATURES) == (1, len(FEATURE_NAMES)) and x.dtype == np.float32
+    row = dict(zip(FEATURE_NAMES, x[0].tolist(), strict=True))
+    assert row["hour"] == 12.5 and row["day_Sun"] == 1.0 and row["day_Mon"] == 0.0
+    assert row["hour_sin"] == pytest.approx(math.sin(2 * math.pi * 12.5 / 24), abs=1e-6)
+    assert row["items_total"] == sum(range(27))
+
+
+def test_bad_shapes_and_days_are_rejected():
+    with pytest.raises(ValueError, match="item_counts"):
+        build_features(np.zeros(2), np.zeros(2, int), np.zeros(2), np.zeros((2, 5)))
+    with pytest.raises(ValueError, match=r"day must be in 0\.\.6"):
+        build_features(np.zeros(1), np.array([7]), np.zeros(1), np.zeros((1, 27)))
+
+
+def test_features_from_orders_use_local_time_and_haversine_miles():
+    # 2026-01-02 is a Friday; 18:30 local at UTC+8 is 10:30 UTC.
+    created = datetime(2026, 1, 2, 10, 30, tzinfo=UTC).timestamp()
+    order = Order(id="o", pickup=LatLng(31.2304, 121.4737), dropoff=LatLng(31.2600, 121.4737),
+                  created_at=created, ready_at=created + 600, promised_at=created + 2400,
+                  item_counts=(1, 0, 2))  # fmt: skip
+    x = features_from_orders([order], utc_offset_s=8 * 3600)
+    row = dict(zip(FEATURE_NAMES, x[0].tolist(), strict=True))
+    assert row["hour"] == pytest.approx(18.5)
+    assert row["day_Fri"] == 1.0
+    assert row["distance_mi"] == pytest.approx(3291.4 / 1609.344, rel=1e-3)
+    assert row["item_01"] == 1 and row["item_03"] == 2 and row["items_total"] == 3
