@@ -164,15 +164,19 @@ def main() -> None:
     round_rows = bench_round(1000, 300, 5 if args.quick else 11, log)
 
     print("\ninsertion_costs (median; reference rate sampled on random pairs)")
-    head = f"{'size':>10} {'evaluations':>12} {'numpy ms':>9} {'numpy ev/s':>11} " \
-           f"{'ref ev/s':>9} {'numpy/ref':>9}"  # fmt: skip
+    head = (
+        f"{'size':>10} {'evaluations':>12} {'numpy ms':>9} {'numpy ev/s':>11} "
+        f"{'ref ev/s':>9} {'numpy/ref':>9}"
+    )
     if "cupy_s" in rows[0]:
         head += f" {'cupy ms':>8} {'cupy/numpy':>10}"
     print(head)
     for r in rows:
-        line = (f"{r['size']:>10} {r['evaluations']:>12,} {r['numpy_s'] * 1000:>9.1f} "
-                f"{r['numpy_evals_per_s']:>11.3g} {r['reference_evals_per_s']:>9.3g} "
-                f"{r['numpy_vs_reference']:>9.0f}x")  # fmt: skip
+        line = (
+            f"{r['size']:>10} {r['evaluations']:>12,} {r['numpy_s'] * 1000:>9.1f} "
+            f"{r['numpy_evals_per_s']:>11.3g} {r['reference_evals_per_s']:>9.3g} "
+            f"{r['numpy_vs_reference']:>9.0f}x"
+        )
         if "cupy_s" in r:
             line += f" {r['cupy_s'] * 1000:>8.2f} {r['cupy_vs_numpy']:>9.1f}x"
         print(line)
@@ -195,8 +199,9 @@ def main() -> None:
         "quick": args.quick,
     }
     if args.json:
-        args.json.write_text(json.dumps({"meta": meta, "insertion": rows, "round": round_rows},
-                                        indent=2))  # fmt: skip
+        args.json.write_text(
+            json.dumps({"meta": meta, "insertion": rows, "round": round_rows}, indent=2)
+        )
     log(f"wrote {args.out / 'kernels.csv'} and {args.out / 'kernels.png'}")
 
 

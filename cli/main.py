@@ -55,11 +55,19 @@ def main(argv: list[str] | None = None) -> int:
     rnd.add_argument("--riders", type=int, default=1000)
     rnd.add_argument("--orders", type=int, default=300)
     rnd.add_argument("--seed", type=int, default=0)
-    rnd.add_argument("--backend", choices=["auto", "numpy", "cupy"], default=None,
-                     help="default: ORML_BACKEND, else auto (CuPy when a GPU works)")  # fmt: skip
+    rnd.add_argument(
+        "--backend",
+        choices=["auto", "numpy", "cupy"],
+        default=None,
+        help="default: ORML_BACKEND, else auto (CuPy when a GPU works)",
+    )
     rnd.add_argument("--max-orders-per-rider", type=int, default=1)
-    rnd.add_argument("--candidates", type=int, default=None,
-                     help="price each order against its K nearest riders only")  # fmt: skip
+    rnd.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        help="price each order against its K nearest riders only",
+    )
     rnd.add_argument("--no-improve", action="store_true", help="skip route improvement")
     rnd.add_argument("--json", action="store_true", help="print the whole plan as JSON")
     rnd.set_defaults(run=_round)

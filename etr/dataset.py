@@ -10,9 +10,7 @@ import numpy as np
 
 from etr.features import DAYS, N_MENU_ITEMS, build_features
 
-DEFAULT_CSV = (
-    Path(__file__).resolve().parents[1].parent / "shared/data/eta/modeldata_deliveries.csv"
-)
+DEFAULT_CSV = Path(__file__).resolve().parents[1] / "data/eta/modeldata_deliveries.csv"
 
 
 @dataclass(frozen=True)

@@ -153,8 +153,10 @@ def to_onnx(model: Mlp, path: Path) -> bytes:
     inits, nodes = [], []
     h = "features"
     for k, (w, b) in enumerate(zip(ws, bs, strict=True)):
-        inits += [numpy_helper.from_array(w.astype(np.float32), f"W{k}"),
-                  numpy_helper.from_array(b.astype(np.float32), f"B{k}")]  # fmt: skip
+        inits += [
+            numpy_helper.from_array(w.astype(np.float32), f"W{k}"),
+            numpy_helper.from_array(b.astype(np.float32), f"B{k}"),
+        ]
         out = f"gemm{k}"
         nodes.append(helper.make_node("Gemm", [h, f"W{k}", f"B{k}"], [out], name=f"dense{k}"))
         if k < len(ws) - 1:
@@ -230,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     x, y = load_deliveries(args.data)
     data = split(x, y)
-    log(f"data: {len(y)} rows -> train {len(data.train.y)}, validation {len(data.validation.y)}, "
-        f"test {len(data.test.y)}")  # fmt: skip
+    log(
+        f"data: {len(y)} rows -> train {len(data.train.y)}, validation {len(data.validation.y)}, "
+        f"test {len(data.test.y)}"
+    )
     model, info = train(data, seed=args.seed, epochs=args.epochs, log=log)
     results = {
         "mean": metrics(np.full(len(data.test.y), data.train.y.mean()), data.test.y),
@@ -285,8 +289,17 @@ def main(argv: list[str] | None = None) -> int:
         **results,
     )
     (out_dir / "model_card.md").write_text(card)
-    print(json.dumps({"version": args.version, "test": results, "mae_gain_vs_linear_pct": gain,
-                      "seconds": round(time.perf_counter() - t0, 1)}, indent=2))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "version": args.version,
+                "test": results,
+                "mae_gain_vs_linear_pct": gain,
+                "seconds": round(time.perf_counter() - t0, 1),
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -12,17 +12,27 @@ from domain.types import DispatchRound, DispatchWeights
 
 
 def order(oid: str = "o1", **kw) -> Order:
-    base = dict(id=oid, pickup=LatLng(31.2, 121.4), dropoff=LatLng(31.21, 121.41),
-                created_at=0.0, ready_at=300.0, promised_at=2000.0)  # fmt: skip
+    base = dict(
+        id=oid,
+        pickup=LatLng(31.2, 121.4),
+        dropoff=LatLng(31.21, 121.41),
+        created_at=0.0,
+        ready_at=300.0,
+        promised_at=2000.0,
+    )
     base.update(kw)
     return Order(**base)
 
 
 @pytest.mark.parametrize(
     ("kw", "field"),
-    [({"size": 0}, "size"), ({"promised_at": -1.0}, "promised_at"),
-     ({"ready_at": math.nan}, "ready_at"), ({"pickup_service_s": -5.0}, "pickup_service_s")],
-)  # fmt: skip
+    [
+        ({"size": 0}, "size"),
+        ({"promised_at": -1.0}, "promised_at"),
+        ({"ready_at": math.nan}, "ready_at"),
+        ({"pickup_service_s": -5.0}, "pickup_service_s"),
+    ],
+)
 def test_order_rejects_bad_fields_by_name(kw, field):
     with pytest.raises(ValueError, match=field):
         order(**kw)
@@ -37,25 +47,51 @@ def test_latlng_range():
 
 def test_rider_route_must_match_its_orders():
     o = order()
-    ok = Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.PICKUP),
-               Stop("o1", StopKind.DROPOFF))), (o,))  # fmt: skip
+    ok = Rider(
+        "r",
+        LatLng(31.2, 121.4),
+        5.0,
+        3.0,
+        Route((Stop("o1", StopKind.PICKUP), Stop("o1", StopKind.DROPOFF))),
+        (o,),
+    )
     assert ok.onboard_load == 0
     with pytest.raises(ValueError, match="must appear on the route"):
         Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.DROPOFF),)), (o,))
-    picked = Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.DROPOFF),)),
-                   (o,), frozenset({"o1"}))  # fmt: skip
+    picked = Rider(
+        "r",
+        LatLng(31.2, 121.4),
+        5.0,
+        3.0,
+        Route((Stop("o1", StopKind.DROPOFF),)),
+        (o,),
+        frozenset({"o1"}),
+    )
     assert picked.onboard_load == 1.0
     with pytest.raises(ValueError, match="exceeds capacity"):
-        Rider("r", LatLng(31.2, 121.4), 5.0, 0.5, Route((Stop("o1", StopKind.DROPOFF),)),
-              (o,), frozenset({"o1"}))  # fmt: skip
+        Rider(
+            "r",
+            LatLng(31.2, 121.4),
+            5.0,
+            0.5,
+            Route((Stop("o1", StopKind.DROPOFF),)),
+            (o,),
+            frozenset({"o1"}),
+        )
 
 
 def test_round_rejects_duplicate_and_carried_orders():
     o = order()
     with pytest.raises(ValueError, match="unique"):
         DispatchRound(0.0, (), (o, o))
-    rider = Rider("r", LatLng(31.2, 121.4), 5.0, 3.0, Route((Stop("o1", StopKind.PICKUP),
-                  Stop("o1", StopKind.DROPOFF))), (o,))  # fmt: skip
+    rider = Rider(
+        "r",
+        LatLng(31.2, 121.4),
+        5.0,
+        3.0,
+        Route((Stop("o1", StopKind.PICKUP), Stop("o1", StopKind.DROPOFF))),
+        (o,),
+    )
     with pytest.raises(ValueError, match="already on a rider"):
         DispatchRound(0.0, (rider,), (o,))
     with pytest.raises(ValueError, match="max_orders_per_rider"):

@@ -13,8 +13,9 @@ from etr.features import FEATURE_NAMES, N_FEATURES, build_features, features_fro
 
 
 def test_columns_and_one_hot():
-    x = build_features(np.array([12.5]), np.array([6]), np.array([2.0]),
-                       np.arange(27, dtype=float)[None, :])  # fmt: skip
+    x = build_features(
+        np.array([12.5]), np.array([6]), np.array([2.0]), np.arange(27, dtype=float)[None, :]
+    )
     assert x.shape == (1, N_FEATURES) == (1, len(FEATURE_NAMES)) and x.dtype == np.float32
     row = dict(zip(FEATURE_NAMES, x[0].tolist(), strict=True))
     assert row["hour"] == 12.5 and row["day_Sun"] == 1.0 and row["day_Mon"] == 0.0
@@ -32,9 +33,15 @@ def test_bad_shapes_and_days_are_rejected():
 def test_features_from_orders_use_local_time_and_haversine_miles():
     # 2026-01-02 is a Friday; 18:30 local at UTC+8 is 10:30 UTC.
     created = datetime(2026, 1, 2, 10, 30, tzinfo=UTC).timestamp()
-    order = Order(id="o", pickup=LatLng(31.2304, 121.4737), dropoff=LatLng(31.2600, 121.4737),
-                  created_at=created, ready_at=created + 600, promised_at=created + 2400,
-                  item_counts=(1, 0, 2))  # fmt: skip
+    order = Order(
+        id="o",
+        pickup=LatLng(31.2304, 121.4737),
+        dropoff=LatLng(31.2600, 121.4737),
+        created_at=created,
+        ready_at=created + 600,
+        promised_at=created + 2400,
+        item_counts=(1, 0, 2),
+    )
     x = features_from_orders([order], utc_offset_s=8 * 3600)
     row = dict(zip(FEATURE_NAMES, x[0].tolist(), strict=True))
     assert row["hour"] == pytest.approx(18.5)

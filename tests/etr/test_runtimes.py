@@ -68,10 +68,11 @@ def test_max_batch_is_enforced(artifact):
 
 def test_unsupported_op_is_refused_at_load(artifact):
     graph = helper.make_graph(
-        [helper.make_node("Softmax", ["features"], ["minutes"], name="sm")], "g",
+        [helper.make_node("Softmax", ["features"], ["minutes"], name="sm")],
+        "g",
         [helper.make_tensor_value_info("features", TensorProto.FLOAT, ["batch", 39])],
         [helper.make_tensor_value_info("minutes", TensorProto.FLOAT, ["batch", 39])],
-    )  # fmt: skip
+    )
     blob = helper.make_model(graph).SerializeToString()
     fake = ModelArtifact("etr", "x", artifact.path, blob, artifact.metadata)
     with pytest.raises(ValueError, match="unsupported ONNX op 'Softmax'"):
@@ -114,8 +115,11 @@ def test_cupy_runtime_equals_onnxruntime(artifact, test_split):
     assert float(np.abs(got - want).max()) <= 1e-3
 
 
-@pytest.mark.skipif(not tensorrt_available(), reason="TensorRT is not installable from the "
-                    "registries reachable here; needs tensorrt and a GPU")  # fmt: skip
+@pytest.mark.skipif(
+    not tensorrt_available(),
+    reason="TensorRT is not installable from the "
+    "registries reachable here; needs tensorrt and a GPU",
+)
 def test_tensorrt_engine_is_cached_and_accurate(artifact, test_split, tmp_path):
     from etr.runtime_tensorrt import TensorRTEtr
 

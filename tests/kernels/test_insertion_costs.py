@@ -130,10 +130,19 @@ def test_cuda_source_compiles_for_hopper_and_turing(tmp_path: Path):
     """The kernel compiles with nvcc for the GPU generations we place on (T4 .. H100)."""
     for arch in ("sm_75", "sm_90"):
         subprocess.run(
-            [nvcc(), "--fmad=false", f"-arch={arch}", "-ptx", str(CUDA_SOURCE),
-             "-o", str(tmp_path / f"k_{arch}.ptx")],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                nvcc(),
+                "--fmad=false",
+                f"-arch={arch}",
+                "-ptx",
+                str(CUDA_SOURCE),
+                "-o",
+                str(tmp_path / f"k_{arch}.ptx"),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         assert "orml_insertion_costs" in (tmp_path / f"k_{arch}.ptx").read_text()
 
 

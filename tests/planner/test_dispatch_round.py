@@ -30,8 +30,9 @@ def check_plan(round_: DispatchRound, plan: DispatchPlan) -> None:
     for rider_id, route in plan.routes.items():
         rider = riders[rider_id]
         orders = {o.id: o for o in rider.orders}
-        orders.update({a.order_id: new_orders[a.order_id] for a in plan.assignments
-                       if a.rider_id == rider_id})  # fmt: skip
+        orders.update(
+            {a.order_id: new_orders[a.order_id] for a in plan.assignments if a.rider_id == rider_id}
+        )
         old_stops = set(rider.route.stops)
         assert old_stops <= set(route.stops), "no committed stop dropped"
         load, on_board = rider.onboard_load, set(rider.picked_up)
@@ -118,8 +119,9 @@ def test_unassigned_reasons():
     assert {u.reason for u in plan.unassigned} == {UnassignedReason.RIDER_LIMIT}
     # Orders promised in the past with no lateness allowed: nobody can take them in time.
     late = generate_round(3, 2, seed=5, weights=DispatchWeights(max_lateness_s=0.0))
-    late = DispatchRound(now=late.now + 10_000, riders=late.riders, orders=late.orders,
-                         weights=late.weights)  # fmt: skip
+    late = DispatchRound(
+        now=late.now + 10_000, riders=late.riders, orders=late.orders, weights=late.weights
+    )
     plan = dispatch_round(late)
     assert {u.reason for u in plan.unassigned} == {UnassignedReason.INFEASIBLE}
 
