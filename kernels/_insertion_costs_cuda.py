@@ -37,10 +37,11 @@ def insertion_costs_cuda(
     out_cost = cupy.empty(shape, cupy.float32)
     out_travel = cupy.empty(shape, cupy.float32)
     out_late = cupy.empty(shape, cupy.float32)
+    out_arr = cupy.empty(shape, cupy.float32)
     out_i = cupy.empty(shape, cupy.int32)
     out_j = cupy.empty(shape, cupy.int32)
     if total == 0:
-        return Insertions(out_cost, out_i, out_j, out_travel, out_late)
+        return Insertions(out_cost, out_i, out_j, out_travel, out_late, out_arr)
     c = cupy.ascontiguousarray
     args = (
         c(ctx.node_xy),
@@ -80,4 +81,4 @@ def insertion_costs_cuda(
     )
     grid = ((total + _BLOCK - 1) // _BLOCK,)
     _kernel()(grid, (_BLOCK,), args)
-    return Insertions(out_cost, out_i, out_j, out_travel, out_late)
+    return Insertions(out_cost, out_i, out_j, out_travel, out_late, out_arr)

@@ -64,10 +64,18 @@ def placement_cost(
     routes: RouteArrays, orders: OrderArrays, r: int, o: int, i: int, j: int, late_weight: float
 ) -> tuple[float, float, float]:
     """(cost, added travel, added lateness) of one placement; cost is +inf if infeasible."""
+    cost, travel, late, _ = placement(routes, orders, r, o, i, j, late_weight)
+    return cost, travel, late
+
+
+def placement(
+    routes: RouteArrays, orders: OrderArrays, r: int, o: int, i: int, j: int, late_weight: float
+) -> tuple[float, float, float, float]:
+    """(cost, added travel, added lateness, arrival at the new drop-off) of one placement."""
     base = _route(routes, r)
     has_p = bool(orders.has_pickup[o])
     if not has_p and i != 0:
-        return math.inf, 0.0, 0.0
+        return math.inf, 0.0, 0.0, 0.0
     size = float(orders.size[o])
     p = _Stop(
         float(orders.pickup_xy[o, 0]),
@@ -96,7 +104,7 @@ def placement_cost(
     for s, t in zip(new, new_arr, strict=True):
         before = -math.inf if s.new else next(old_at)
         if t > s.latest and t > before + 1e-6:
-            return math.inf, 0.0, 0.0
+            return math.inf, 0.0, 0.0, 0.0
     if has_p:
         load = float(routes.load0[r])
         carrying = False
@@ -107,9 +115,9 @@ def placement_cost(
             if s is d:
                 break
             if carrying and load > float(routes.capacity[r]) + 1e-9:
-                return math.inf, 0.0, 0.0
+                return math.inf, 0.0, 0.0, 0.0
     travel, late = new_travel - old_travel, new_late - old_late
-    return travel + late_weight * late, travel, late
+    return travel + late_weight * late, travel, late, new_arr[new.index(d)]
 
 
 def reference_insertion_costs(
@@ -124,13 +132,15 @@ def reference_insertion_costs(
     pj = np.full(shape, -1, np.int32)
     travel = np.zeros(shape)
     late = np.zeros(shape)
+    arrival = np.zeros(shape)
     for r in range(n_routes):
         limit = int(routes.insert_limit[r])
         for o in [r] if pairs else range(n_orders):
             key = (r,) if pairs else (r, o)
             for i in range(limit + 1):
                 for j in range(i, limit + 1):
-                    c, tr, la = placement_cost(routes, orders, r, o, i, j, late_weight)
+                    c, tr, la, arr = placement(routes, orders, r, o, i, j, late_weight)
                     if c < cost[key]:
-                        cost[key], pi[key], pj[key], travel[key], late[key] = c, i, j, tr, la
-    return Insertions(cost, pi, pj, travel, late)
+                        cost[key], pi[key], pj[key] = c, i, j
+                        travel[key], late[key], arrival[key] = tr, la, arr
+    return Insertions(cost, pi, pj, travel, late, arrival)

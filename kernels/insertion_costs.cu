@@ -15,7 +15,7 @@
 //   per route    speed, capacity float[R]; n_stops, insert_limit int[R]
 //   per order    pickup_xy, dropoff_xy float[O, 2]; ready, pickup_latest, due, dropoff_latest,
 //                pickup_service, dropoff_service, size float[O]; has_pickup unsigned char[O]
-//   outputs      cost, travel, lateness float[N]; pickup_pos, dropoff_pos int[N]
+//   outputs      cost, travel, lateness, dropoff_arrival float[N]; pickup_pos, dropoff_pos int[N]
 //                N = R*O (grid, index r*O + o) or R (pairs, order index = r)
 
 #ifdef __CUDA_ARCH__
@@ -59,6 +59,7 @@ struct OrmlBest {
     float cost;
     float travel;
     float lateness;
+    float arrival;  // planned arrival at the new drop-off
     int i;
     int j;
 };
@@ -105,6 +106,7 @@ __host__ __device__ inline OrmlBest orml_best_insertion(const OrmlRoutes& R, con
     best.cost = ORML_INF;
     best.travel = 0.0f;
     best.lateness = 0.0f;
+    best.arrival = 0.0f;
     best.i = -1;
     best.j = -1;
 
@@ -156,6 +158,7 @@ __host__ __device__ inline OrmlBest orml_best_insertion(const OrmlRoutes& R, con
             if (cost < best.cost) {
                 best.cost = cost;
                 best.lateness = late;
+                best.arrival = arr_d;
                 best.i = i;
                 best.j = j;
             }
@@ -177,7 +180,8 @@ extern "C" __global__ void orml_insertion_costs(
     const float* pickup_latest, const float* due, const float* dropoff_latest,
     const float* pickup_service, const float* dropoff_service, const float* size,
     const unsigned char* has_pickup, int n_orders, int pairs, float late_weight,
-    float* out_cost, float* out_travel, float* out_lateness, int* out_i, int* out_j) {
+    float* out_cost, float* out_travel, float* out_lateness, float* out_arrival, int* out_i,
+    int* out_j) {
     const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const long long total = pairs ? (long long)n_routes : (long long)n_routes * n_orders;
     if (idx >= total) return;
@@ -191,6 +195,7 @@ extern "C" __global__ void orml_insertion_costs(
     out_cost[idx] = b.cost;
     out_travel[idx] = b.travel;
     out_lateness[idx] = b.lateness;
+    out_arrival[idx] = b.arrival;
     out_i[idx] = b.i;
     out_j[idx] = b.j;
 }

@@ -46,6 +46,7 @@ class Insertions:
         infeasible. For an order without a pickup, pickup_pos is 0.
     travel : float32  added driving time of the best placement, seconds.
     lateness : float32  added lateness of the best placement, seconds.
+    dropoff_arrival : float32  planned arrival at the new drop-off, seconds (0 if infeasible).
     """
 
     cost: Any
@@ -53,6 +54,7 @@ class Insertions:
     dropoff_pos: Any
     travel: Any
     lateness: Any
+    dropoff_arrival: Any
 
 
 @dataclass(frozen=True)
@@ -286,6 +288,7 @@ def _price_rows(
     best = xp.full((n_routes, width), xp.inf, f32)
     best_code = xp.full((n_routes, width), -1, xp.int32)
     best_late = xp.zeros((n_routes, width), f32)
+    best_arr = xp.zeros((n_routes, width), f32)
     w = f32(late_weight)
     stride = n_slots + 1
 
@@ -347,10 +350,11 @@ def _price_rows(
             xp.copyto(best[r], cost, where=better)
             xp.copyto(best_code[r], i * stride + j, where=better)
             xp.copyto(best_late[r], late, where=better)
+            xp.copyto(best_arr[r], arr_d, where=better)
 
     inv = xp.empty_like(perm)
     inv[perm] = xp.arange(n_routes, dtype=perm.dtype)
-    best, best_code, best_late = best[inv], best_code[inv], best_late[inv]
+    best, best_code, best_late, best_arr = best[inv], best_code[inv], best_late[inv], best_arr[inv]
     found = best_code >= 0
     return Insertions(
         cost=best.reshape(out_shape),
@@ -358,6 +362,7 @@ def _price_rows(
         dropoff_pos=xp.where(found, best_code % stride, -1).astype(xp.int32).reshape(out_shape),
         travel=xp.where(found, best - w * best_late, 0).astype(f32).reshape(out_shape),
         lateness=best_late.reshape(out_shape),
+        dropoff_arrival=best_arr.reshape(out_shape),
     )
 
 

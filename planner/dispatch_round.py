@@ -67,6 +67,7 @@ def _price(
         dropoff_pos=xp.full(shape, -1, xp.int32),
         travel=xp.zeros(shape, xp.float32),
         lateness=xp.zeros(shape, xp.float32),
+        dropoff_arrival=xp.zeros(shape, xp.float32),
     )
     for name in Insertions.__dataclass_fields__:
         getattr(out, name)[ri, oi] = getattr(got, name)

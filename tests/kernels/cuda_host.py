@@ -76,4 +76,5 @@ def run_harness(
         dropoff_pos=read("dropoff_pos", np.int32),
         travel=read("travel", np.float32),
         lateness=read("lateness", np.float32),
+        dropoff_arrival=read("dropoff_arrival", np.float32),
     )

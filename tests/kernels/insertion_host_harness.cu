@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
                     pickup_service.data(), dropoff_service.data(), size.data(),
                     has_pickup.data()};
     const size_t total = pairs ? (size_t)nr : (size_t)nr * no;
-    std::vector<float> cost(total), travel(total), late(total);
+    std::vector<float> cost(total), travel(total), late(total), drop_arrival(total);
     std::vector<int> bi(total), bj(total);
     for (size_t idx = 0; idx < total; ++idx) {
         const int r = pairs ? (int)idx : (int)(idx / no);
@@ -82,12 +82,14 @@ int main(int argc, char** argv) {
         cost[idx] = b.cost;
         travel[idx] = b.travel;
         late[idx] = b.lateness;
+        drop_arrival[idx] = b.arrival;
         bi[idx] = b.i;
         bj[idx] = b.j;
     }
     save(dir, "cost", cost);
     save(dir, "travel", travel);
     save(dir, "lateness", late);
+    save(dir, "dropoff_arrival", drop_arrival);
     save(dir, "pickup_pos", bi);
     save(dir, "dropoff_pos", bj);
     return 0;

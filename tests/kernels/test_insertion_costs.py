@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernels._reference import placement_cost, reference_insertion_costs
+from kernels._reference import placement, reference_insertion_costs
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.insertion_costs import CUDA_SOURCE, Insertions, insertion_costs
 from tests.kernels.cases import random_batch
 from tests.kernels.cuda_host import build_harness, nvcc, run_harness
 
-FIELDS = ("cost", "pickup_pos", "dropoff_pos", "travel", "lateness")
+FIELDS = ("cost", "pickup_pos", "dropoff_pos", "travel", "lateness", "dropoff_arrival")
 
 
 def assert_matches_reference(
@@ -30,9 +30,10 @@ def assert_matches_reference(
     # The chosen placement really costs what the kernel says (ties may pick another optimum).
     for idx in zip(*np.nonzero(feasible), strict=True):
         r, o = (idx[0], idx[0]) if pairs else idx
-        c, tr, la = placement_cost(
+        c, tr, la, arr = placement(
             routes, orders, r, o, int(fast.pickup_pos[idx]), int(fast.dropoff_pos[idx]), w
         )
+        assert arr == pytest.approx(float(fast.dropoff_arrival[idx]), rel=1e-5, abs=5e-2)
         assert c == pytest.approx(float(ref.cost[idx]), rel=1e-4, abs=5e-2)
         assert tr == pytest.approx(float(fast.travel[idx]), rel=1e-3, abs=5e-2)
         assert la == pytest.approx(float(fast.lateness[idx]), rel=1e-3, abs=5e-2)
