@@ -256,6 +256,8 @@ class DispatchPlan:
     routes : the new route of every rider whose route changed.
     predicted_arrival : for every order on a changed route, the planned arrival at its drop-off
         (seconds, round clock).
+    etr_arrival : for every new order, created_at + the ETR model's predicted minutes (seconds,
+        round clock); empty when the round ran without the ETR model.
     timings_ms : wall time per stage, milliseconds.
     """
 
@@ -266,3 +268,4 @@ class DispatchPlan:
     unassigned: tuple[Unassigned, ...]
     backend: str = "numpy"
     timings_ms: Mapping[str, float] = field(default_factory=dict)
+    etr_arrival: Mapping[str, float] = field(default_factory=dict)

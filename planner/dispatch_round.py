@@ -3,11 +3,16 @@
 pack -> insertion costs -> assignment -> insert (repeat up to max_orders_per_rider times, each
 pass re-pricing the remaining orders against the routes that now hold the earlier picks) ->
 relocate-improve the changed routes -> unpack into a ``DispatchPlan``.
+
+The stages are public so the serving pipeline can run them in separate processes on arrays:
+``round_arrays`` -> ``price_candidates`` (OR) -> ETR minutes -> ``assign_and_insert`` (OR) ->
+``build_plan``; ``dispatch_round`` is the same composition in one process.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -17,6 +22,7 @@ from domain import (
     CostBreakdown,
     DispatchPlan,
     DispatchRound,
+    DispatchWeights,
     Route,
     Stop,
     StopKind,
@@ -25,7 +31,7 @@ from domain import (
 )
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
-from kernels.backend import module_for, resolve_backend, to_numpy
+from kernels.backend import array_module, module_for, resolve_backend, to_numpy
 from kernels.improve import improve
 from kernels.insertion_costs import Insertions, insertion_costs
 from kernels.route_edit import insert_orders
@@ -85,59 +91,123 @@ def _owner_keys(packed: PackedRound, n_new: int) -> np.ndarray:
     return owner
 
 
-def dispatch_round(
-    round_: DispatchRound, *, backend: str | None = None, improve_routes: bool = True
-) -> DispatchPlan:
-    """Plan a round.
+@dataclass(frozen=True)
+class RoundArrays:
+    """A packed round as the OR stages exchange it (NumPy on the host between processes).
 
-    backend : "numpy", "cupy", "auto" or None (``ORML_BACKEND``, default auto).
-    improve_routes : relocate-improve the routes that received orders.
-    Returns a ``DispatchPlan``; every new order is assigned once or listed as unassigned.
-    Raises RuntimeError if "cupy" is forced without a working GPU.
+    routes : RouteArrays [R, L]; orders : OrderArrays [O]; owner : int32[R, L] order key per
+    stop (0..O-1 the new orders, O.. the carried ones, -1 padding).
     """
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
 
-    def lap(name: str) -> None:
-        nonlocal clock
-        now = time.perf_counter()
-        timings[name] = (now - clock) * 1000.0
-        clock = now
+    routes: RouteArrays
+    orders: OrderArrays
+    owner: Any
 
-    name = resolve_backend(backend)
-    xp = module_for(name)
-    weights = round_.weights
-    w = weights.late_weight
+    def to(self, xp: Any) -> RoundArrays:
+        return RoundArrays(self.routes.to(xp), self.orders.to(xp), xp.asarray(self.owner))
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """What the assignment stage returns (host NumPy).
+
+    routes, owner : the routes after insertion and improvement.
+    rider_of : int64[O] rider index per new order, -1 if unassigned.
+    cost : float64[O] the (ETR-adjusted) insertion cost each assigned order was bought at.
+    ever_feasible : bool[O] some rider could take the order in some pass.
+    changed : int64[K] riders whose route changed.
+    base_travel, base_lateness : float32[R] of the routes before the round.
+    """
+
+    routes: RouteArrays
+    owner: np.ndarray
+    rider_of: np.ndarray
+    cost: np.ndarray
+    ever_feasible: np.ndarray
+    changed: np.ndarray
+    base_travel: np.ndarray
+    base_lateness: np.ndarray
+    timings_ms: dict[str, float] = field(default_factory=dict)
+
+
+def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
+    """Pack a round (host NumPy)."""
     packed = pack_round(round_)
-    n_orders, n_routes = len(round_.orders), len(round_.riders)
-    routes = packed.routes.to(xp)
-    orders = packed.orders.to(xp)
-    owner = xp.asarray(_owner_keys(packed, n_orders))
-    base = schedule(routes)
-    lap("pack_ms")
+    owner = _owner_keys(packed, len(round_.orders))
+    return packed, RoundArrays(packed.routes, packed.orders, owner)
 
+
+def price_candidates(arrays: RoundArrays, weights: DispatchWeights) -> Insertions:
+    """Stage 1 (OR): the insertion of every new order into every route, on the arrays' device."""
+    return _price(arrays.routes, arrays.orders, weights.late_weight, weights.candidate_riders)
+
+
+def etr_adjusted_cost(ins: Insertions, due: Any, etr_floor: Any, late_weight: float) -> Any:
+    """Cost with each new drop-off arriving no earlier than the ETR model predicts.
+
+    The OR schedule knows driving and waiting; the ETR model, trained on real deliveries, also
+    knows what the schedule does not (kitchens, handovers). A candidate's own lateness is
+    re-priced as ``max(0, max(planned, etr) - due)`` instead of ``max(0, planned - due)``.
+    due, etr_floor : float32[O] seconds since now. Returns float32 like ``ins.cost``.
+    """
+    xp = array_module(ins.cost)
+    arr = ins.dropoff_arrival
+    floor = xp.maximum(arr, etr_floor[None, :])
+    extra = xp.maximum(floor - due[None, :], 0) - xp.maximum(arr - due[None, :], 0)
+    out = ins.cost + xp.float32(late_weight) * extra
+    return xp.where(xp.isfinite(ins.cost), out, xp.inf).astype(xp.float32)
+
+
+def assign_and_insert(
+    arrays: RoundArrays,
+    weights: DispatchWeights,
+    *,
+    first: Insertions | None = None,
+    etr_floor: Any = None,
+    improve_routes: bool = True,
+) -> Assigned:
+    """Stage 3 (OR): assign, insert, re-price and repeat (k passes), then improve.
+
+    first : stage 1's insertions for all pairs (priced here if None).
+    etr_floor : float32[O] earliest credible drop-off per order (seconds since now) from the
+        ETR model, or None.
+    Runs on the arrays' device; returns host NumPy.
+    """
+    timings: dict[str, float] = {"insertion_ms": 0.0, "assign_ms": 0.0, "insert_ms": 0.0}
+    routes, orders, owner = arrays.routes, arrays.orders, arrays.owner
+    xp = routes.xp
+    w = weights.late_weight
+    base = schedule(routes)
+    n_routes, n_orders = routes.shape[0], len(orders)
+    due_all = orders.due
+    floor_all = None if etr_floor is None else xp.asarray(etr_floor, dtype=xp.float32)
     rider_of = np.full(n_orders, -1, np.int64)
     assigned_cost = np.zeros(n_orders)
     ever_feasible = np.zeros(n_orders, bool)
     taken = np.zeros(n_routes, np.int64)
-    timings["insertion_ms"] = timings["assign_ms"] = 0.0
-    for _ in range(weights.max_orders_per_rider if n_routes else 0):
+    for step in range(weights.max_orders_per_rider if n_routes else 0):
         open_orders = np.nonzero(rider_of < 0)[0]
         open_riders = np.nonzero(taken < weights.max_orders_per_rider)[0]
         if open_orders.size == 0 or open_riders.size == 0:
             break
-        sub_routes = routes.take(xp.asarray(open_riders))
-        sub_orders = orders.take(xp.asarray(open_orders))
-        ins = _price(sub_routes, sub_orders, w, weights.candidate_riders)
+        t0 = time.perf_counter()
+        if step == 0 and first is not None:
+            ins = first
+        else:
+            sub_routes = routes.take(xp.asarray(open_riders))
+            sub_orders = orders.take(xp.asarray(open_orders))
+            ins = _price(sub_routes, sub_orders, w, weights.candidate_riders)
         cost = ins.cost
+        if floor_all is not None:
+            idx = xp.asarray(open_orders)
+            cost = etr_adjusted_cost(ins, due_all[idx], floor_all[idx], w)
         ever_feasible[open_orders] |= to_numpy(xp.isfinite(cost).any(axis=0))
-        lap_ins = time.perf_counter()
-        timings["insertion_ms"] += (lap_ins - clock) * 1000.0
+        t1 = time.perf_counter()
         pick = to_numpy(assign(cost))
         got = np.nonzero(pick >= 0)[0]
-        clock_a = time.perf_counter()
-        timings["assign_ms"] += (clock_a - lap_ins) * 1000.0
-        clock = clock_a
+        t2 = time.perf_counter()
+        timings["insertion_ms"] += (t1 - t0) * 1000.0
+        timings["assign_ms"] += (t2 - t1) * 1000.0
         if got.size == 0:
             break
         sub_r = pick[got]
@@ -155,25 +225,93 @@ def dispatch_round(
         )
         rider_of[order_idx] = rows
         taken[rows] += 1
-        lap("insert_ms")
-
+        timings["insert_ms"] += (time.perf_counter() - t2) * 1000.0
     changed = np.unique(rider_of[rider_of >= 0])
+    t3 = time.perf_counter()
     if improve_routes and changed.size:
         routes, owner, _ = improve(routes, owner, late_weight=w, rows=xp.asarray(changed))
-    lap("improve_ms")
-    plan = _unpack(
-        round_, packed, routes, owner, base, rider_of, assigned_cost, ever_feasible, changed, name
-    )
-    lap("unpack_ms")
-    timings["total_ms"] = sum(timings.values())
-    return DispatchPlan(
-        assignments=plan.assignments,
-        routes=plan.routes,
-        predicted_arrival=plan.predicted_arrival,
-        cost=plan.cost,
-        unassigned=plan.unassigned,
-        backend=name,
+    timings["improve_ms"] = (time.perf_counter() - t3) * 1000.0
+    return Assigned(
+        routes=routes.to(np),
+        owner=to_numpy(owner),
+        rider_of=rider_of,
+        cost=assigned_cost,
+        ever_feasible=ever_feasible,
+        changed=changed,
+        base_travel=to_numpy(base.travel),
+        base_lateness=to_numpy(base.total_lateness),
         timings_ms=timings,
+    )
+
+
+def etr_floor_seconds(round_: DispatchRound, minutes: np.ndarray) -> np.ndarray:
+    """float32[O]: created_at + ETR minutes, as seconds since the round's now."""
+    created = np.array([o.created_at for o in round_.orders], np.float64).reshape(-1)
+    return (created + 60.0 * np.asarray(minutes, np.float64) - round_.now).astype(np.float32)
+
+
+def dispatch_round(
+    round_: DispatchRound,
+    *,
+    backend: str | None = None,
+    improve_routes: bool = True,
+    etr_minutes: np.ndarray | None = None,
+) -> DispatchPlan:
+    """Plan a round.
+
+    backend : "numpy", "cupy", "auto" or None (``ORML_BACKEND``, default auto).
+    improve_routes : relocate-improve the routes that received orders.
+    etr_minutes : float[O] ETR predictions (minutes from creation to delivery) for the new
+        orders; when given, each candidate's drop-off is priced no earlier than its prediction
+        and the plan reports ``etr_arrival``.
+    Returns a ``DispatchPlan``; every new order is assigned once or listed as unassigned.
+    Raises RuntimeError if "cupy" is forced without a working GPU, ValueError if etr_minutes
+    has the wrong length.
+    """
+    t0 = time.perf_counter()
+    name = resolve_backend(backend)
+    xp = module_for(name)
+    packed, arrays = round_arrays(round_)
+    floor = None
+    if etr_minutes is not None:
+        if len(etr_minutes) != len(round_.orders):
+            raise ValueError(
+                f"etr_minutes has {len(etr_minutes)} values for {len(round_.orders)} orders"
+            )
+        floor = etr_floor_seconds(round_, etr_minutes)
+    pack_ms = (time.perf_counter() - t0) * 1000.0
+    assigned = assign_and_insert(
+        arrays.to(xp), round_.weights, etr_floor=floor, improve_routes=improve_routes
+    )
+    t1 = time.perf_counter()
+    plan = build_plan(round_, packed, assigned, name, floor)
+    timings = {"pack_ms": pack_ms, **assigned.timings_ms}
+    timings["unpack_ms"] = (time.perf_counter() - t1) * 1000.0
+    timings["total_ms"] = (time.perf_counter() - t0) * 1000.0
+    return replace(plan, timings_ms=timings)
+
+
+def build_plan(
+    round_: DispatchRound,
+    packed: PackedRound,
+    assigned: Assigned,
+    backend: str,
+    etr_floor: np.ndarray | None = None,
+) -> DispatchPlan:
+    """Turn the assignment stage's arrays back into domain types."""
+    return _unpack(
+        round_,
+        packed,
+        assigned.routes,
+        assigned.owner,
+        assigned.base_travel,
+        assigned.base_lateness,
+        assigned.rider_of,
+        assigned.cost,
+        assigned.ever_feasible,
+        assigned.changed,
+        backend,
+        etr_floor,
     )
 
 
@@ -181,17 +319,19 @@ def _unpack(
     round_: DispatchRound,
     packed: PackedRound,
     routes: RouteArrays,
-    owner: Any,
-    base: Any,
+    owner: np.ndarray,
+    base_travel: np.ndarray,
+    base_lateness: np.ndarray,
     rider_of: np.ndarray,
     assigned_cost: np.ndarray,
     ever_feasible: np.ndarray,
     changed: np.ndarray,
     backend: str,
+    etr_floor: np.ndarray | None,
 ) -> DispatchPlan:
     w = round_.weights.late_weight
     routes_np = routes.to(np)
-    owner_np = to_numpy(owner)
+    owner_np = owner
     sched = schedule(routes_np)
     n_new = len(round_.orders)
     carried = {}
@@ -213,10 +353,8 @@ def _unpack(
                 stops.append(Stop(order.id, StopKind.DROPOFF))
                 arrival[order.id] = round_.now + float(sched.arrival[r, q])
         new_routes[round_.riders[r].id] = Route(tuple(stops))
-    travel = float(np.sum(sched.travel[changed]) - np.sum(to_numpy(base.travel)[changed]))
-    late = float(
-        np.sum(sched.total_lateness[changed]) - np.sum(to_numpy(base.total_lateness)[changed])
-    )
+    travel = float(np.sum(sched.travel[changed]) - np.sum(base_travel[changed]))
+    late = float(np.sum(sched.total_lateness[changed]) - np.sum(base_lateness[changed]))
     assignments = tuple(
         Assignment(o.id, round_.riders[int(rider_of[k])].id, float(assigned_cost[k]))
         for k, o in enumerate(round_.orders)
@@ -240,4 +378,9 @@ def _unpack(
         cost=CostBreakdown(travel_s=travel, lateness_s=late, total=travel + w * late),
         unassigned=tuple(unassigned),
         backend=backend,
+        etr_arrival=(
+            {}
+            if etr_floor is None
+            else {o.id: round_.now + float(etr_floor[k]) for k, o in enumerate(round_.orders)}
+        ),
     )

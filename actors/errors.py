@@ -1,0 +1,16 @@
+"""Typed errors the actors raise; ``serve_app.errors`` maps them to HTTP once."""
+
+from __future__ import annotations
+
+
+class DeviceUnhealthy(RuntimeError):
+    """The replica's device failed a self-check (a sticky CUDA error, or wrong answers).
+
+    Raised from ``check_health`` so Serve replaces the replica, and from request methods once
+    detected so no further work lands on a poisoned device.
+    """
+
+    def __init__(self, device: str, reason: str) -> None:
+        super().__init__(f"device {device} unhealthy: {reason}")
+        self.device = device
+        self.reason = reason

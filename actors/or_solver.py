@@ -1,0 +1,77 @@
+"""The OR solver deployment: prices candidates and assigns orders, on its own device.
+
+Stateless: every call brings the round's arrays, so any replica can serve any stage and a
+replica that dies loses nothing but the call in flight (which the caller may retry: the same
+arrays give the same answer).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from actors.device import DeviceGuard
+from domain import DispatchWeights
+from kernels.backend import module_for, resolve_backend
+from kernels.insertion_costs import Insertions
+from planner import generate_round
+from planner.dispatch_round import Assigned, RoundArrays, assign_and_insert, price_candidates
+from planner.dispatch_round import round_arrays as pack_arrays
+
+
+def _to_host(ins: Insertions) -> Insertions:
+    return Insertions(
+        **{k: np.asarray(getattr(v, "get", lambda v=v: v)()) for k, v in ins.__dict__.items()}
+    )
+
+
+@serve.deployment(name="OrSolver", ray_actor_options={"num_cpus": 0.5})
+class OrSolverDeployment:
+    """backend : "auto" | "numpy" | "cupy" (see ``kernels.backend``)."""
+
+    def __init__(self, backend: str = "auto") -> None:
+        self.backend = resolve_backend(backend)
+        self.xp = module_for(self.backend)
+        _, probe = pack_arrays(generate_round(8, 4, seed=123))
+        self._probe = probe.to(self.xp)
+        self._weights = DispatchWeights()
+        self.guard = DeviceGuard(
+            device="cuda:0" if self.backend == "cupy" else "cpu",
+            probe=lambda: price_candidates(self._probe, self._weights).cost,
+        )
+        self.guard.arm()  # also warms the kernels (and compiles the CUDA module on a GPU)
+        assign_and_insert(self._probe, self._weights)  # and the assignment path (SciPy import)
+
+    def ready(self) -> dict[str, Any]:
+        return {"backend": self.backend, "healthy": self.guard.healthy}
+
+    def candidates(self, arrays: RoundArrays, weights: DispatchWeights) -> Insertions:
+        """Stage 1: insertion costs of every new order into every route (host arrays out)."""
+        self.guard.ensure()
+        return _to_host(price_candidates(arrays.to(self.xp), weights))
+
+    def assign(
+        self,
+        arrays: RoundArrays,
+        weights: DispatchWeights,
+        first: Insertions | None,
+        etr_floor: np.ndarray | None,
+        improve_routes: bool = True,
+    ) -> Assigned:
+        """Stage 3: assignment, insertion, re-pricing passes and improvement."""
+        self.guard.ensure()
+        first_dev = None
+        if first is not None:
+            first_dev = Insertions(**{k: self.xp.asarray(v) for k, v in first.__dict__.items()})
+        return assign_and_insert(
+            arrays.to(self.xp),
+            weights,
+            first=first_dev,
+            etr_floor=etr_floor,
+            improve_routes=improve_routes,
+        )
+
+    def check_health(self) -> None:
+        self.guard.check()

@@ -1,0 +1,161 @@
+"""The ingress: FastAPI routes over the OR solver and ETR deployments.
+
+(No ``from __future__ import annotations`` here: FastAPI must see real types through
+``serve.ingress``.)
+
+The dispatch pipeline keeps arrays between deployments (no JSON inside the app):
+
+    pack (here) -> OrSolver.candidates -> Etr.predict (batched across requests)
+                -> OrSolver.assign -> plan (here)
+
+``plan`` is also the Python handle API: ``serve.get_app_handle("orml").plan.remote(round_)``.
+"""
+
+
+import asyncio
+import time
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from ray import serve
+from ray.serve.handle import DeploymentHandle
+
+from actors.metrics import request_counter, stage_histogram
+from domain import DispatchPlan, DispatchRound
+from etr.features import features_from_orders
+from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
+from serve_app import errors
+from serve_app.body_limit import BodyLimit
+from serve_app.config import DispatchAppArgs, Limits
+from serve_app.errors import LimitExceeded
+from serve_app.schemas import DispatchRequest, DispatchResponse, EtrRequest, EtrResponse
+
+api = FastAPI(
+    title="orml-serve",
+    version="0.1.0",
+    description="Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve.",
+)
+_limits = Limits()
+api.add_middleware(BodyLimit, limit=lambda: _limits.max_body_bytes)
+errors.install(api)
+
+
+@api.middleware("http")
+async def _count_requests(request: Request, call_next: Any) -> Any:
+    response = await call_next(request)
+    request_counter().inc(
+        tags={
+            "endpoint": request.url.path,
+            "status": str(response.status_code),
+            "priority": request.headers.get("x-priority", "online"),
+        }
+    )
+    return response
+
+
+def check_round_limits(req: DispatchRequest, limits: Limits) -> None:
+    """Raise LimitExceeded (413) for a round over the configured sizes."""
+    if len(req.riders) > limits.max_riders:
+        raise LimitExceeded("riders", len(req.riders), limits.max_riders)
+    if len(req.orders) > limits.max_orders:
+        raise LimitExceeded("orders", len(req.orders), limits.max_orders)
+    longest = max((len(r.route) for r in req.riders), default=0)
+    if longest > limits.max_route_stops:
+        raise LimitExceeded("route stops", longest, limits.max_route_stops)
+
+
+@serve.deployment(name="Ingress", ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=256)
+@serve.ingress(api)
+class DispatchIngress:
+    def __init__(
+        self, or_solver: DeploymentHandle, etr: DeploymentHandle, args: dict[str, Any]
+    ) -> None:
+        global _limits
+        self.args = DispatchAppArgs(**args)
+        _limits = self.args.limits
+        self.or_solver = or_solver
+        self.etr = etr
+        self._model_version: str | None = None
+
+    # ---- Python API -------------------------------------------------------------------------
+    async def plan(self, round_: DispatchRound, utc_offset_s: float = 0.0) -> DispatchPlan:
+        """Plan a round through the pipeline; the handle API's entry point."""
+        t0 = time.perf_counter()
+        packed, arrays = round_arrays(round_)
+        t1 = time.perf_counter()
+        candidates = await self.or_solver.candidates.remote(arrays, round_.weights)
+        t2 = time.perf_counter()
+        floor = None
+        if round_.orders:
+            minutes = await self.etr.predict.remote(
+                features_from_orders(round_.orders, utc_offset_s=utc_offset_s)
+            )
+            floor = etr_floor_seconds(round_, minutes)
+        t3 = time.perf_counter()
+        assigned = await self.or_solver.assign.remote(
+            arrays, round_.weights, candidates, floor, self.args.improve_routes
+        )
+        t4 = time.perf_counter()
+        plan = build_plan(round_, packed, assigned, self.args.backend, floor)
+        t5 = time.perf_counter()
+        timings = {
+            "pack_ms": (t1 - t0) * 1e3,
+            "candidates_ms": (t2 - t1) * 1e3,
+            "etr_ms": (t3 - t2) * 1e3,
+            "assign_ms": (t4 - t3) * 1e3,
+            "unpack_ms": (t5 - t4) * 1e3,
+            "total_ms": (t5 - t0) * 1e3,
+        }
+        for stage, ms in timings.items():
+            stage_histogram().observe(ms, tags={"stage": stage})
+        from dataclasses import replace
+
+        return replace(plan, timings_ms=timings)
+
+    async def predict_minutes(self, features: np.ndarray) -> np.ndarray:
+        """ETR minutes for float32[k, 39] features (Python API)."""
+        return await self.etr.predict.remote(features)
+
+    # ---- HTTP -------------------------------------------------------------------------------
+    @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")
+    async def dispatch(self, req: DispatchRequest) -> DispatchResponse:
+        check_round_limits(req, self.args.limits)
+        plan = await self.plan(req.to_domain(), req.utc_offset_s)
+        return DispatchResponse.from_plan(plan, await self.model_version())
+
+    @api.post("/v1/etr", response_model=EtrResponse, summary="Predict delivery minutes")
+    async def etr_minutes(self, req: EtrRequest) -> EtrResponse:
+        if len(req.orders) > self.args.limits.max_orders:
+            raise LimitExceeded("orders", len(req.orders), self.args.limits.max_orders)
+        orders = [o.to_domain() for o in req.orders]
+        minutes = await self.etr.predict.remote(
+            features_from_orders(orders, utc_offset_s=req.utc_offset_s)
+        )
+        return EtrResponse(
+            minutes=[float(m) for m in minutes], model_version=await self.model_version()
+        )
+
+    @api.get("/healthz", summary="The ingress process is alive")
+    async def healthz(self) -> dict[str, str]:
+        return {"status": "ok"}
+
+    @api.get("/readyz", summary="Models loaded and warmed (503 until then)")
+    async def readyz(self) -> JSONResponse:
+        try:
+            or_state, etr_state = await asyncio.wait_for(
+                asyncio.gather(self.or_solver.ready.remote(), self.etr.ready.remote()), 5.0
+            )
+        except Exception as exc:
+            return JSONResponse(status_code=503, content={"ready": False, "reason": repr(exc)})
+        ready = bool(or_state["healthy"] and etr_state["healthy"])
+        return JSONResponse(
+            status_code=200 if ready else 503,
+            content={"ready": ready, "or_solver": or_state, "etr": etr_state},
+        )
+
+    async def model_version(self) -> str:
+        if self._model_version is None:
+            self._model_version = (await self.etr.ready.remote())["model_version"]
+        return self._model_version

@@ -1,0 +1,60 @@
+"""ASGI middleware: refuse request bodies over a byte limit with 413, before parsing them.
+
+Checks Content-Length up front and counts streamed bytes too (a chunked body has no length).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+
+class BodyLimit:
+    """limit : called per request, so the replica can set it from its config after start."""
+
+    def __init__(self, app: Any, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit()
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
+                await _too_large(send, int(value), limit)
+                return
+        seen = 0
+
+        async def counted() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _TooLarge(seen)
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except _TooLarge as exc:
+            await _too_large(send, exc.seen, limit)
+
+
+class _TooLarge(Exception):
+    def __init__(self, seen: int) -> None:
+        self.seen = seen
+
+
+async def _too_large(send: Any, got: int, limit: int) -> None:
+    body = json.dumps({"detail": f"body bytes: {got} exceeds the limit of {limit}"}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,19 @@
+"""``serve_app.builder:app_builder``: the application ``serve deploy`` and ``orml serve`` run."""
+
+from __future__ import annotations
+
+from ray.serve import Application
+
+from actors.etr_model import EtrDeployment
+from actors.or_solver import OrSolverDeployment
+from serve_app.app import DispatchIngress
+from serve_app.config import DispatchAppArgs
+
+
+def app_builder(args: DispatchAppArgs) -> Application:
+    """Wire the graph: Ingress(OrSolver, Etr). Serve validates ``args`` into the model."""
+    if isinstance(args, dict):
+        args = DispatchAppArgs(**args)
+    or_solver = OrSolverDeployment.bind(args.backend)
+    etr = EtrDeployment.bind(args.etr_model_version, args.etr_runtime)
+    return DispatchIngress.bind(or_solver, etr, args.model_dump())

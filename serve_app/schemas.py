@@ -1,0 +1,260 @@
+"""HTTP request and response models, converted to and from the domain types here only.
+
+Validation happens at the edge: unknown fields, wrong types, NaN/inf, negative times and
+out-of-range values are 422 with the field's path; a request that breaks a domain rule (a route
+that does not match its orders) is 422 naming the rider.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from domain import (
+    DispatchPlan,
+    DispatchRound,
+    DispatchWeights,
+    LatLng,
+    Order,
+    Rider,
+    Route,
+    Stop,
+    StopKind,
+)
+
+Id = Annotated[str, Field(min_length=1, max_length=128)]
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False, description="Seconds (Unix time).")]
+Duration = Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class Position(_Model):
+    lat: float = Field(ge=-90, le=90, description="Latitude, degrees (WGS-84).")
+    lng: float = Field(ge=-180, le=180, description="Longitude, degrees (WGS-84).")
+
+    def to_domain(self) -> LatLng:
+        return LatLng(self.lat, self.lng)
+
+
+class OrderIn(_Model):
+    id: Id
+    pickup: Position
+    dropoff: Position
+    created_at: Seconds
+    ready_at: Seconds = Field(description="When the food is ready, Unix seconds.")
+    promised_at: Seconds = Field(description="Promised delivery time, Unix seconds.")
+    size: float = Field(1.0, gt=0, le=1000, description="Capacity units in the rider's box.")
+    items: int = Field(1, ge=0, le=10_000)
+    item_counts: list[Annotated[int, Field(ge=0, le=10_000)]] = Field(
+        default_factory=list, max_length=27, description="Per menu item counts (ETR features)."
+    )
+    pickup_service_s: Duration = 0.0
+    dropoff_service_s: Duration = 0.0
+
+    @model_validator(mode="after")
+    def _promise_after_creation(self) -> OrderIn:
+        if self.promised_at < self.created_at:
+            raise ValueError("promised_at must not be before created_at")
+        return self
+
+    def to_domain(self) -> Order:
+        return Order(
+            id=self.id,
+            pickup=self.pickup.to_domain(),
+            dropoff=self.dropoff.to_domain(),
+            created_at=self.created_at,
+            ready_at=self.ready_at,
+            promised_at=self.promised_at,
+            size=self.size,
+            items=self.items,
+            pickup_service_s=self.pickup_service_s,
+            dropoff_service_s=self.dropoff_service_s,
+            item_counts=tuple(self.item_counts),
+        )
+
+    @classmethod
+    def from_domain(cls, o: Order) -> OrderIn:
+        return cls(
+            id=o.id,
+            pickup=Position(lat=o.pickup.lat, lng=o.pickup.lng),
+            dropoff=Position(lat=o.dropoff.lat, lng=o.dropoff.lng),
+            created_at=o.created_at,
+            ready_at=o.ready_at,
+            promised_at=o.promised_at,
+            size=o.size,
+            items=o.items,
+            item_counts=list(o.item_counts),
+            pickup_service_s=o.pickup_service_s,
+            dropoff_service_s=o.dropoff_service_s,
+        )
+
+
+class StopIn(_Model):
+    order_id: Id
+    kind: Literal["pickup", "dropoff"]
+
+
+class RiderIn(_Model):
+    id: Id
+    position: Position
+    speed_mps: float = Field(gt=0, le=50, description="Travel speed, metres per second.")
+    capacity: float = Field(gt=0, le=10_000, description="Box capacity, order size units.")
+    route: list[StopIn] = Field(default_factory=list, description="Committed stops, in order.")
+    orders: list[OrderIn] = Field(default_factory=list, description="The orders on the route.")
+    picked_up: list[Id] = Field(default_factory=list, description="Orders already on board.")
+    available_at: Seconds | None = None
+
+    def to_domain(self) -> Rider:
+        return Rider(
+            id=self.id,
+            position=self.position.to_domain(),
+            speed_mps=self.speed_mps,
+            capacity=self.capacity,
+            route=Route(tuple(Stop(s.order_id, StopKind(s.kind)) for s in self.route)),
+            orders=tuple(o.to_domain() for o in self.orders),
+            picked_up=frozenset(self.picked_up),
+            available_at=self.available_at,
+        )
+
+    @classmethod
+    def from_domain(cls, r: Rider) -> RiderIn:
+        return cls(
+            id=r.id,
+            position=Position(lat=r.position.lat, lng=r.position.lng),
+            speed_mps=r.speed_mps,
+            capacity=r.capacity,
+            route=[StopIn(order_id=s.order_id, kind=s.kind.value) for s in r.route.stops],
+            orders=[OrderIn.from_domain(o) for o in r.orders],
+            picked_up=sorted(r.picked_up),
+            available_at=r.available_at,
+        )
+
+
+class WeightsIn(_Model):
+    late_weight: float = Field(4.0, ge=0, le=1000, description="Travel seconds per late second.")
+    max_lateness_s: float = Field(1800.0, ge=0, le=86_400, description="Hard lateness limit.")
+    max_orders_per_rider: int = Field(1, ge=1, le=10)
+    candidate_riders: int | None = Field(None, ge=1, description="Price K nearest riders only.")
+
+    def to_domain(self) -> DispatchWeights:
+        return DispatchWeights(**self.model_dump())
+
+
+class DispatchRequest(_Model):
+    now: Seconds = Field(description="The round's time, Unix seconds.")
+    riders: list[RiderIn]
+    orders: list[OrderIn]
+    weights: WeightsIn = Field(default_factory=WeightsIn)
+    utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time for ETR.")
+
+    def to_domain(self) -> DispatchRound:
+        """Raises ValueError naming the rider or order that breaks a domain rule."""
+        riders = []
+        for k, r in enumerate(self.riders):
+            try:
+                riders.append(r.to_domain())
+            except ValueError as exc:
+                raise DomainError(("body", "riders", k), str(exc)) from exc
+        orders = []
+        for k, o in enumerate(self.orders):
+            try:
+                orders.append(o.to_domain())
+            except ValueError as exc:
+                raise DomainError(("body", "orders", k), str(exc)) from exc
+        try:
+            return DispatchRound(self.now, tuple(riders), tuple(orders), self.weights.to_domain())
+        except ValueError as exc:
+            raise DomainError(("body",), str(exc)) from exc
+
+    @classmethod
+    def from_domain(cls, r: DispatchRound, utc_offset_s: float = 0.0) -> DispatchRequest:
+        w = r.weights
+        return cls(
+            now=r.now,
+            riders=[RiderIn.from_domain(x) for x in r.riders],
+            orders=[OrderIn.from_domain(o) for o in r.orders],
+            weights=WeightsIn(
+                late_weight=w.late_weight,
+                max_lateness_s=w.max_lateness_s,
+                max_orders_per_rider=w.max_orders_per_rider,
+                candidate_riders=w.candidate_riders,
+            ),
+            utc_offset_s=utc_offset_s,
+        )
+
+
+class DomainError(ValueError):
+    """A request that parses but breaks a domain rule; ``loc`` is its path in the body."""
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
+
+
+class AssignmentOut(_Model):
+    order_id: str
+    rider_id: str
+    cost: float = Field(description="Weighted seconds: added travel + late_weight x lateness.")
+
+
+class ArrivalOut(_Model):
+    planned_s: float = Field(description="OR schedule's arrival at the drop-off, Unix seconds.")
+    etr_s: float | None = Field(None, description="created_at + ETR model minutes, Unix seconds.")
+
+
+class UnassignedOut(_Model):
+    order_id: str
+    reason: Literal["no_riders", "infeasible", "rider_limit"]
+
+
+class CostOut(_Model):
+    travel_s: float
+    lateness_s: float
+    total: float
+
+
+class DispatchResponse(_Model):
+    assignments: list[AssignmentOut]
+    routes: dict[str, list[StopIn]]
+    arrivals: dict[str, ArrivalOut]
+    cost: CostOut
+    unassigned: list[UnassignedOut]
+    backend: str
+    model_version: str | None = None
+    timings_ms: dict[str, float]
+
+    @classmethod
+    def from_plan(cls, plan: DispatchPlan, model_version: str | None) -> DispatchResponse:
+        return cls(
+            assignments=[AssignmentOut(**asdict(a)) for a in plan.assignments],
+            routes={
+                rid: [StopIn(order_id=s.order_id, kind=s.kind.value) for s in route.stops]
+                for rid, route in plan.routes.items()
+            },
+            arrivals={
+                oid: ArrivalOut(planned_s=t, etr_s=plan.etr_arrival.get(oid))
+                for oid, t in plan.predicted_arrival.items()
+            },
+            cost=CostOut(**asdict(plan.cost)),
+            unassigned=[
+                UnassignedOut(order_id=u.order_id, reason=u.reason.value) for u in plan.unassigned
+            ],
+            backend=plan.backend,
+            model_version=model_version,
+            timings_ms=dict(plan.timings_ms),
+        )
+
+
+class EtrRequest(_Model):
+    orders: list[OrderIn] = Field(min_length=1)
+    utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time offset.")
+
+
+class EtrResponse(_Model):
+    minutes: list[float] = Field(description="Predicted minutes from creation to delivery.")
+    model_version: str
