@@ -11,9 +11,9 @@ The dispatch pipeline keeps arrays between deployments (no JSON inside the app):
 ``plan`` is also the Python handle API: ``serve.get_app_handle("orml").plan.remote(round_)``.
 """
 
-
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -110,8 +110,6 @@ class DispatchIngress:
         }
         for stage, ms in timings.items():
             stage_histogram().observe(ms, tags={"stage": stage})
-        from dataclasses import replace
-
         return replace(plan, timings_ms=timings)
 
     async def predict_minutes(self, features: np.ndarray) -> np.ndarray:
@@ -145,7 +143,8 @@ class DispatchIngress:
     async def readyz(self) -> JSONResponse:
         try:
             or_state, etr_state = await asyncio.wait_for(
-                asyncio.gather(self.or_solver.ready.remote(), self.etr.ready.remote()), 5.0
+                asyncio.gather(self.or_solver.ready.remote(), self.etr.ready.remote()),
+                self.args.readiness_timeout_s,
             )
         except Exception as exc:
             return JSONResponse(status_code=503, content={"ready": False, "reason": repr(exc)})

@@ -29,4 +29,7 @@ class DispatchAppArgs(BaseModel):
     )
     etr_model_version: str | None = Field(None, description="models/etr/<version>; None = latest.")
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")
+    readiness_timeout_s: float = Field(
+        2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."
+    )
     limits: Limits = Field(default_factory=Limits)
