@@ -11,6 +11,7 @@ import json
 import sys
 from collections import Counter
 from dataclasses import asdict
+from pathlib import Path
 
 
 def _round(args: argparse.Namespace) -> int:
@@ -48,6 +49,47 @@ def _round(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from serve_app.launch import start
+
+    urls = start(
+        args.config,
+        port=args.port,
+        dashboard_port=args.dashboard_port,
+        metrics_port=args.metrics_port,
+    )
+    print(f"API        {urls.api}   (POST /v1/dispatch, POST /v1/etr, GET /readyz)")
+    print(f"OpenAPI    {urls.docs}")
+    print(f"Dashboard  {urls.dashboard}")
+    print(f"Metrics    {urls.metrics}   (Prometheus scrape target)")
+    print("Ctrl-C to stop.", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    import ray
+    from ray import serve
+
+    serve.shutdown()
+    ray.shutdown()
+    return 0
+
+
+def _example(args: argparse.Namespace) -> int:
+    from planner import generate_round
+    from serve_app.schemas import DispatchRequest
+
+    round_ = generate_round(args.riders, args.orders, seed=args.seed)
+    print(DispatchRequest.from_domain(round_).model_dump_json(indent=1 if args.pretty else None))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="orml", description="orml-serve command line")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -71,6 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     rnd.add_argument("--no-improve", action="store_true", help="skip route improvement")
     rnd.add_argument("--json", action="store_true", help="print the whole plan as JSON")
     rnd.set_defaults(run=_round)
+
+    srv = sub.add_parser("serve", help="start a local Ray, deploy the app, block until Ctrl-C")
+    srv.add_argument("--config", type=Path, default=Path("deploy.yaml"))
+    srv.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
+    srv.add_argument("--dashboard-port", type=int, default=8265)
+    srv.add_argument("--metrics-port", type=int, default=8080)
+    srv.set_defaults(run=_serve)
+
+    ex = sub.add_parser("example", help="print a valid request body")
+    ex_sub = ex.add_subparsers(dest="what", required=True)
+    exd = ex_sub.add_parser("dispatch", help="a generated dispatch round as /v1/dispatch JSON")
+    exd.add_argument("--riders", type=int, default=50)
+    exd.add_argument("--orders", type=int, default=20)
+    exd.add_argument("--seed", type=int, default=0)
+    exd.add_argument("--pretty", action="store_true")
+    exd.set_defaults(run=_example)
     args = ap.parse_args(argv)
     try:
         return int(args.run(args))
