@@ -57,6 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     urls = start(
         args.config,
+        throughput_mode=not args.ray_default_mode,
         port=args.port,
         dashboard_port=args.dashboard_port,
         metrics_port=args.metrics_port,
@@ -119,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     srv.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
     srv.add_argument("--dashboard-port", type=int, default=8265)
     srv.add_argument("--metrics-port", type=int, default=8080)
+    srv.add_argument(
+        "--ray-default-mode",
+        action="store_true",
+        help="without Ray Serve's throughput mode (HAProxy ingress, direct gRPC)",
+    )
     srv.set_defaults(run=_serve)
 
     ex = sub.add_parser("example", help="print a valid request body")

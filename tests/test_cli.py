@@ -23,3 +23,12 @@ def test_round_json_is_a_whole_plan(capsys):
 def test_bad_counts_exit_2_with_a_message(capsys):
     assert main(["round", "--riders", "-1", "--orders", "2"]) == 2
     assert "n_riders" in capsys.readouterr().err
+
+
+def test_example_dispatch_prints_a_valid_request(capsys):
+    from serve_app.schemas import DispatchRequest
+
+    assert main(["example", "dispatch", "--riders", "5", "--orders", "3", "--seed", "2"]) == 0
+    req = DispatchRequest.model_validate_json(capsys.readouterr().out)
+    assert len(req.riders) == 5 and len(req.orders) == 3
+    assert req.to_domain().orders[0].id == "order-0"

@@ -25,7 +25,13 @@ def serve_url() -> Iterator[str]:
 
     from serve_app.builder import app_builder
 
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, namespace="orml-tests")
+    ray.init(
+        address="local",
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        namespace="orml-tests",
+    )
     port = free_port()
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime", limits=LIMITS)
