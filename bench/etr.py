@@ -11,7 +11,6 @@ DIR/etr.png, and with --profiles one JSON per runtime: PROFILES/etr/<device>-<ru
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import platform
@@ -22,6 +21,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import log, parser
 
 from etr import load_artifact, load_runtime
 from etr.dataset import load_deliveries, split
@@ -102,16 +103,10 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="shorter timing per point (< 1 min)")
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    ap = parser(__doc__, "shorter timing per point (< 1 min)")
     ap.add_argument("--profiles", type=Path, help="write <dir>/etr/<device>-<runtime>.json")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
 
     artifact = load_artifact("etr")
     x, y = load_deliveries()

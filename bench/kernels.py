@@ -12,7 +12,6 @@ Writes DIR/kernels.csv and DIR/kernels.png (default bench/out/), prints a table.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import platform
@@ -24,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import log, parser
 
 from kernels._reference import reference_insertion_costs
 from kernels.backend import cupy_available
@@ -146,15 +147,8 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes, under a minute")
-    ap.add_argument("--json", type=Path, help="also write all results as JSON here")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
-    args = ap.parse_args()
+    args = parser(__doc__, "small sizes, under a minute").parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
 
     sizes = [(100, 50), (1000, 300)] if args.quick else [(100, 50), (1000, 300), (5000, 1000)]
     repeats = 3 if args.quick else 7

@@ -12,7 +12,6 @@ Writes DIR/serve_load.csv and DIR/serve_load.png.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import csv
 import json
@@ -25,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from common import log, parser
 
 from etr import features_from_orders, load_artifact, load_runtime
 from planner import dispatch_round, generate_round
@@ -167,10 +168,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="short steps, fewer rates (< 1 min)")
-    ap.add_argument("--json", type=Path)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out")
+    ap = parser(__doc__, "short steps, fewer rates (< 1 min)")
     ap.add_argument(
         "--ray-default-mode",
         action="store_true",
@@ -178,9 +176,6 @@ def main() -> None:
     )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-
-    def log(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
 
     import httpx
     from ray import serve

@@ -1,0 +1,23 @@
+"""What every bench script shares: the standard flags and progress logging to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+OUT = Path(__file__).parent / "out"
+
+
+def parser(doc: str, quick_help: str) -> argparse.ArgumentParser:
+    """``--quick``, ``--json PATH`` and ``--out DIR`` (created), described from the docstring."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help=quick_help)
+    ap.add_argument("--json", type=Path, help="also write every result as JSON here")
+    ap.add_argument("--out", type=Path, default=OUT, help="where the CSV and PNG go")
+    return ap
+
+
+def log(msg: str) -> None:
+    """Progress goes to stderr so the table on stdout stays clean."""
+    print(msg, file=sys.stderr, flush=True)
