@@ -19,6 +19,11 @@ class Settings(BaseSettings):
         description="Array backend for the kernels: 'auto' uses CuPy when a CUDA device works, "
         "else NumPy.",
     )
+    redis_url: str | None = Field(
+        None,
+        description="L2 cache, e.g. redis://:password@host:6379/0 (rediss:// for TLS); unset: "
+        "L1-only.",
+    )
 
 
 @lru_cache(maxsize=1)

@@ -17,6 +17,21 @@ class Limits(BaseModel):
     max_route_stops: int = Field(32, ge=1, description="Stops on one rider's committed route.")
 
 
+class CacheArgs(BaseModel):
+    """The ETR result cache (``cache/``): L1 per replica, L2 Redis shared by all."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(True, description="Cache ETR predictions per feature row.")
+    redis_url: str | None = Field(
+        None, description="L2 Redis URL; None reads ORML_REDIS_URL; unset there too: L1 only."
+    )
+    l1_max_bytes: int = Field(64 << 20, ge=1 << 16, description="L1 bound, bytes.")
+    l1_policy: Literal["lru", "tinylfu"] = Field("tinylfu", description="L1 eviction policy.")
+    ttl_s: float = Field(300.0, gt=0, le=86_400, description="Entry time to live, seconds.")
+    redis_timeout_s: float = Field(0.05, gt=0, le=5, description="Per Redis call, seconds.")
+    quantum: float = Field(1e-4, gt=0, description="Feature values equal within this hit.")
+
+
 class DispatchAppArgs(BaseModel):
     """Arguments of ``serve_app.builder:app_builder``."""
 
@@ -33,3 +48,4 @@ class DispatchAppArgs(BaseModel):
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."
     )
     limits: Limits = Field(default_factory=Limits)
+    cache: CacheArgs = Field(default_factory=CacheArgs)

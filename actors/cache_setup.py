@@ -1,0 +1,55 @@
+"""Building a replica's cache from its args and the environment (ORML_REDIS_URL)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, Quantisation, RedisL2
+
+log = logging.getLogger("orml.cache")
+
+
+@dataclass
+class ReplicaCache:
+    cache: MultiLevelCache
+    ttl_s: float
+    quant: Quantisation
+    redis_url: str | None
+
+    def describe(self) -> dict[str, Any]:
+        stats = self.cache.stats
+        return {
+            "levels": "l1+l2" if self.redis_url else "l1",
+            "l1_bytes": self.cache.l1.bytes_held,
+            "hits": {f"{lvl}:{ns}": n for (lvl, ns), n in stats.hits.items()},
+            "misses": dict(stats.misses),
+            "redis_errors": stats.redis_errors,
+            "decode_errors": stats.decode_errors,
+            "breaker": None if self.cache.l2 is None else self.cache.l2.breaker.state.value,
+        }
+
+
+def build_cache(args: dict[str, Any] | None) -> ReplicaCache | None:
+    """None when disabled; L1-only (and says so) when no Redis URL is configured."""
+    from config import get_settings
+    from serve_app.config import CacheArgs
+
+    cfg = CacheArgs(**(args or {}))
+    if not cfg.enabled:
+        return None
+    url = cfg.redis_url or get_settings().redis_url
+    stats = CacheStats()
+    l2 = None
+    if url:
+        l2 = RedisL2(url, timeout_s=cfg.redis_timeout_s, breaker=CircuitBreaker(), stats=stats)
+        log.warning("ETR cache: L1 (%d MiB, %s) + Redis L2", cfg.l1_max_bytes >> 20, cfg.l1_policy)
+    else:
+        log.warning(
+            "ETR cache: L1 only (%d MiB, %s); ORML_REDIS_URL is not set",
+            cfg.l1_max_bytes >> 20,
+            cfg.l1_policy,
+        )
+    cache = MultiLevelCache(L1Cache(cfg.l1_max_bytes, cfg.ttl_s, cfg.l1_policy), l2, stats=stats)
+    return ReplicaCache(cache, cfg.ttl_s, Quantisation(default=cfg.quantum), url)

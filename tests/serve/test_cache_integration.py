@@ -1,0 +1,55 @@
+"""The ETR deployment caches per feature row: L1 in the replica, L2 in a private Redis."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import httpx
+import redis
+
+from planner import generate_round
+from serve_app.schemas import OrderIn
+
+
+def etr_body(seed: int, n: int = 8) -> dict:
+    orders = generate_round(0, n, seed=seed).orders
+    return {"orders": [json.loads(OrderIn.from_domain(o).model_dump_json()) for o in orders]}
+
+
+def test_repeated_etr_requests_hit_l1(serve_url):
+    body = etr_body(71)
+    with httpx.Client(base_url=serve_url, timeout=30) as c:
+        first = c.post("/v1/etr", json=body).json()["minutes"]
+        second = c.post("/v1/etr", json=body).json()["minutes"]
+        cache = c.get("/readyz").json()["etr"]["cache"]
+    assert first == second
+    assert cache["levels"] == "l1" and cache["hits"].get("l1:etr", 0) >= 8
+
+
+def test_a_redis_backed_app_writes_l2_and_answers_the_same(serve_url, redis_url):
+    from ray import serve
+
+    from serve_app.builder import app_builder
+    from serve_app.config import CacheArgs, DispatchAppArgs
+
+    args = DispatchAppArgs(
+        backend="numpy",
+        etr_runtime="onnxruntime",
+        cache=CacheArgs(redis_url=redis_url, redis_timeout_s=0.2),
+    )
+    serve.run(app_builder(args), name="cached", route_prefix="/cached")
+    try:
+        body = etr_body(72)
+        with httpx.Client(base_url=serve_url, timeout=30) as c:
+            plain = c.post("/v1/etr", json=body).json()["minutes"]
+            cached = c.post("/cached/v1/etr", json=body).json()["minutes"]
+            deadline = time.monotonic() + 5
+            r = redis.Redis.from_url(redis_url)
+            while len(r.keys("orml:etr:v1:*")) < 8 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert len(r.keys("orml:etr:v1:*")) == 8
+            again = c.post("/cached/v1/etr", json=body).json()["minutes"]
+        assert cached == plain == again
+    finally:
+        serve.delete("cached", _blocking=True)
