@@ -17,10 +17,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
-from actors.cache_setup import build_cache
 from actors.device import DeviceGuard
-from actors.metrics import CacheMetrics, ModelMetrics
-from cache.keys import Quantisation, cache_key
+from actors.metrics import ModelMetrics
 from etr import load_artifact, load_runtime
 from etr.runtime import check_features
 
@@ -40,12 +38,7 @@ class EtrUserConfig(BaseModel):
 class EtrDeployment:
     """model_version : a version under models/etr (None = latest); runtime : see etr.select."""
 
-    def __init__(
-        self,
-        model_version: str | None = None,
-        runtime: str = "auto",
-        cache: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, model_version: str | None = None, runtime: str = "auto") -> None:
         self.artifact = load_artifact("etr", model_version)
         self.runtime = load_runtime(self.artifact, runtime)  # type: ignore[arg-type]
         self.config = EtrUserConfig()
@@ -53,8 +46,6 @@ class EtrDeployment:
         sample = np.load(self.artifact.path / "sample_features.npy", allow_pickle=False)[:16]
         self.guard = DeviceGuard(self.runtime.device, lambda: self.runtime.predict(sample))
         self.guard.arm()
-        self.cache = build_cache(cache)
-        self._cache_metrics = CacheMetrics("etr")
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``; raises pydantic.ValidationError naming a bad field."""
@@ -62,16 +53,11 @@ class EtrDeployment:
         self._batched.set_max_batch_size(self.config.max_batch_size)
         self._batched.set_batch_wait_timeout_s(self.config.batch_wait_timeout_s)
 
-    @property
-    def _quant(self) -> Quantisation:
-        return self.cache.quant
-
     def ready(self) -> dict[str, Any]:
         return {
             "model_version": self.artifact.version,
             "runtime": self.runtime.name,
             "healthy": self.guard.healthy,
-            "cache": None if self.cache is None else self.cache.describe(),
             **self.config.model_dump(),
         }
 
@@ -81,20 +67,6 @@ class EtrDeployment:
         features = np.asarray(features, np.float32)
         # Check here, per request, so one caller's bad rows never fail a whole batch.
         features = check_features(features, self.runtime.n_features)
-        if self.cache is None:
-            return await self._predict_rows(features)
-        keys = [cache_key("etr", f"v{self.artifact.version}", row, self._quant) for row in features]
-
-        async def compute_missing(idx: list[int]) -> list[float]:
-            return [float(m) for m in await self._predict_rows(features[idx])]
-
-        values = await self.cache.cache.get_many_or_compute(
-            "etr", keys, compute_missing, self.cache.ttl_s
-        )
-        self._cache_metrics.export(self.cache.cache)
-        return np.asarray(values, np.float32)
-
-    async def _predict_rows(self, features: np.ndarray) -> np.ndarray:
         if not self.config.batching:
             t0 = time.perf_counter()
             out = self.runtime.to_numpy(self.runtime.predict(features))

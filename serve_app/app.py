@@ -5,8 +5,8 @@
 
 The dispatch pipeline keeps arrays between deployments (no JSON inside the app):
 
-    pack (here) -> OrSolver.candidates -> Etr.predict (batched across requests)
-                -> OrSolver.assign -> plan (here)
+    pack (here) -> OrSolver.candidates -> ETR cache (here) -> Etr.predict for the misses
+                (batched across requests) -> OrSolver.assign -> plan (here)
 
 ``plan`` is also the Python handle API: ``serve.get_app_handle("orml").plan.remote(round_)``.
 """
@@ -22,9 +22,12 @@ from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from actors.metrics import request_counter, stage_histogram
+from actors.cache_setup import build_cache
+from actors.metrics import CacheMetrics, request_counter, stage_histogram
+from cache.keys import cache_key
 from domain import DispatchPlan, DispatchRound
-from etr.features import features_from_orders
+from etr.features import N_FEATURES, features_from_orders
+from etr.runtime import check_features
 from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
 from serve_app import errors
 from serve_app.body_limit import BodyLimit
@@ -78,6 +81,27 @@ class DispatchIngress:
         self.or_solver = or_solver
         self.etr = etr
         self._model_version: str | None = None
+        # The ETR cache sits here, in front of the hop: a hit costs no call to the model.
+        self.cache = build_cache(self.args.cache.model_dump())
+        self._cache_metrics = CacheMetrics("etr")
+
+    async def etr_predict(self, features: np.ndarray) -> np.ndarray:
+        """ETR minutes float32[k] for features float32[k, 39], through the result cache."""
+        if self.cache is None or len(features) == 0:
+            return await self.etr.predict.remote(features)
+        version = await self.model_version()
+        quant = self.cache.quant
+        keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
+
+        async def compute_missing(idx: list[int]) -> list[float]:
+            minutes = await self.etr.predict.remote(features[idx])
+            return [float(m) for m in minutes]
+
+        values = await self.cache.cache.get_many_or_compute(
+            "etr", keys, compute_missing, self.cache.ttl_s
+        )
+        self._cache_metrics.export(self.cache.cache)
+        return np.asarray(values, np.float32)
 
     # ---- Python API -------------------------------------------------------------------------
     async def plan(self, round_: DispatchRound, utc_offset_s: float = 0.0) -> DispatchPlan:
@@ -89,7 +113,7 @@ class DispatchIngress:
         t2 = time.perf_counter()
         floor = None
         if round_.orders:
-            minutes = await self.etr.predict.remote(
+            minutes = await self.etr_predict(
                 features_from_orders(round_.orders, utc_offset_s=utc_offset_s)
             )
             floor = etr_floor_seconds(round_, minutes)
@@ -113,8 +137,9 @@ class DispatchIngress:
         return replace(plan, timings_ms=timings)
 
     async def predict_minutes(self, features: np.ndarray) -> np.ndarray:
-        """ETR minutes for float32[k, 39] features (Python API)."""
-        return await self.etr.predict.remote(features)
+        """ETR minutes for float32[k, 39] features (Python API); ValueError on bad rows."""
+        features = check_features(np.asarray(features), N_FEATURES)
+        return await self.etr_predict(features)
 
     # ---- HTTP -------------------------------------------------------------------------------
     @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")
@@ -128,7 +153,7 @@ class DispatchIngress:
         if len(req.orders) > self.args.limits.max_orders:
             raise LimitExceeded("orders", len(req.orders), self.args.limits.max_orders)
         orders = [o.to_domain() for o in req.orders]
-        minutes = await self.etr.predict.remote(
+        minutes = await self.etr_predict(
             features_from_orders(orders, utc_offset_s=req.utc_offset_s)
         )
         return EtrResponse(
@@ -151,7 +176,12 @@ class DispatchIngress:
         ready = bool(or_state["healthy"] and etr_state["healthy"])
         return JSONResponse(
             status_code=200 if ready else 503,
-            content={"ready": ready, "or_solver": or_state, "etr": etr_state},
+            content={
+                "ready": ready,
+                "or_solver": or_state,
+                "etr": etr_state,
+                "cache": None if self.cache is None else self.cache.describe(),
+            },
         )
 
     async def model_version(self) -> str:

@@ -15,5 +15,5 @@ def app_builder(args: DispatchAppArgs) -> Application:
     if isinstance(args, dict):
         args = DispatchAppArgs(**args)
     or_solver = OrSolverDeployment.bind(args.backend)
-    etr = EtrDeployment.bind(args.etr_model_version, args.etr_runtime, args.cache.model_dump())
+    etr = EtrDeployment.bind(args.etr_model_version, args.etr_runtime)
     return DispatchIngress.bind(or_solver, etr, args.model_dump())

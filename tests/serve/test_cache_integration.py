@@ -1,4 +1,4 @@
-"""The ETR deployment caches per feature row: L1 in the replica, L2 in a private Redis."""
+"""The ingress caches ETR predictions per feature row: L1 in the replica, L2 in a private Redis."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def test_repeated_etr_requests_hit_l1(serve_url):
     with httpx.Client(base_url=serve_url, timeout=30) as c:
         first = c.post("/v1/etr", json=body).json()["minutes"]
         second = c.post("/v1/etr", json=body).json()["minutes"]
-        cache = c.get("/readyz").json()["etr"]["cache"]
+        cache = c.get("/readyz").json()["cache"]
     assert first == second
     assert cache["levels"] == "l1" and cache["hits"].get("l1:etr", 0) >= 8
 
