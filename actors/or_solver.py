@@ -14,7 +14,7 @@ from ray import serve
 
 from actors.device import DeviceGuard
 from domain import DispatchWeights
-from kernels.backend import module_for, resolve_backend
+from kernels.backend import module_for, resolve_backend, to_numpy
 from kernels.insertion_costs import Insertions
 from planner import generate_round
 from planner.dispatch_round import Assigned, RoundArrays, assign_and_insert, price_candidates
@@ -22,9 +22,7 @@ from planner.dispatch_round import round_arrays as pack_arrays
 
 
 def _to_host(ins: Insertions) -> Insertions:
-    return Insertions(
-        **{k: np.asarray(getattr(v, "get", lambda v=v: v)()) for k, v in ins.__dict__.items()}
-    )
+    return Insertions(**{k: to_numpy(v) for k, v in ins.__dict__.items()})
 
 
 @serve.deployment(name="OrSolver", ray_actor_options={"num_cpus": 0.5})
