@@ -90,7 +90,7 @@ def placement(
     d = _Stop(
         float(orders.dropoff_xy[o, 0]),
         float(orders.dropoff_xy[o, 1]),
-        -math.inf,
+        float(orders.dropoff_ready[o]),
         float(orders.due[o]),
         float(orders.dropoff_latest[o]),
         float(orders.dropoff_service[o]),

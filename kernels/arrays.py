@@ -135,6 +135,8 @@ class OrderArrays(_ArrayBatch):
     ready : float32[O]  food ready (earliest pickup service start); -inf for none.
     pickup_latest : float32[O]  hard deadline on arrival at the pickup; +inf for none.
     due : float32[O]  soft deadline at the drop-off (promised time); +inf for none.
+    dropoff_ready : float32[O]  earliest service start at the drop-off (waiting allowed, as in
+        the Li & Lim PDPTW); -inf for none (dispatch drop-offs).
     dropoff_latest : float32[O]  hard deadline on arrival at the drop-off; +inf for none.
     pickup_service, dropoff_service : float32[O]  seconds.
     size : float32[O]  capacity units.
@@ -148,6 +150,7 @@ class OrderArrays(_ArrayBatch):
     pickup_latest: Any
     due: Any
     dropoff_latest: Any
+    dropoff_ready: Any
     pickup_service: Any
     dropoff_service: Any
     size: Any
@@ -168,6 +171,7 @@ class OrderArrays(_ArrayBatch):
             "pickup_latest",
             "due",
             "dropoff_latest",
+            "dropoff_ready",
             "pickup_service",
             "dropoff_service",
             "size",

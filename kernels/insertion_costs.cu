@@ -14,7 +14,8 @@
 //                                   soft_min, hard_min, load_before (see RouteContext)
 //   per route    speed, capacity float[R]; n_stops, insert_limit int[R]
 //   per order    pickup_xy, dropoff_xy float[O, 2]; ready, pickup_latest, due, dropoff_latest,
-//                pickup_service, dropoff_service, size float[O]; has_pickup unsigned char[O]
+//                dropoff_ready, pickup_service, dropoff_service, size float[O];
+//                has_pickup unsigned char[O]
 //   outputs      cost, travel, lateness, dropoff_arrival float[N]; pickup_pos, dropoff_pos int[N]
 //                N = R*O (grid, index r*O + o) or R (pairs, order index = r)
 
@@ -49,6 +50,7 @@ struct OrmlOrders {
     const float* pickup_latest;
     const float* due;
     const float* dropoff_latest;
+    const float* dropoff_ready;
     const float* pickup_service;
     const float* dropoff_service;
     const float* size;
@@ -95,7 +97,7 @@ __host__ __device__ inline OrmlBest orml_best_insertion(const OrmlRoutes& R, con
     const float dx = O.dropoff_xy[2 * o], dy = O.dropoff_xy[2 * o + 1];
     const bool hp = O.has_pickup[o] != 0;
     const float ready = O.ready[o], p_latest = O.pickup_latest[o];
-    const float due = O.due[o], d_latest = O.dropoff_latest[o];
+    const float due = O.due[o], d_latest = O.dropoff_latest[o], d_ready = O.dropoff_ready[o];
     const float p_svc = O.pickup_service[o], d_svc = O.dropoff_service[o];
     const float size = O.size[o];
     // Without a pickup, the order rides from the start: P is virtual and free.
@@ -142,7 +144,8 @@ __host__ __device__ inline OrmlBest orml_best_insertion(const OrmlRoutes& R, con
                 arr_d = (depart_prev[j] + shift) + t_dj;
                 travel = (travel_p + t_dj) + close;
             }
-            const float x2 = fmaxf(arr_d - thr, 0.0f) + cum_wait[j];
+            const float start_d = fmaxf(arr_d, d_ready);
+            const float x2 = fmaxf(start_d - thr, 0.0f) + cum_wait[j];
             const bool ok = ok_mid && (arr_d <= d_latest) && (x2 <= hard_min[j]);
             if (!ok) continue;
             float late = run_soft + fmaxf(arr_d - due, 0.0f);
@@ -178,7 +181,7 @@ extern "C" __global__ void orml_insertion_costs(
     const int* n_stops, const int* insert_limit, int n_routes, int n_slots,
     const float* pickup_xy, const float* dropoff_xy, const float* ready,
     const float* pickup_latest, const float* due, const float* dropoff_latest,
-    const float* pickup_service, const float* dropoff_service, const float* size,
+    const float* dropoff_ready, const float* pickup_service, const float* dropoff_service, const float* size,
     const unsigned char* has_pickup, int n_orders, int pairs, float late_weight,
     float* out_cost, float* out_travel, float* out_lateness, float* out_arrival, int* out_i,
     int* out_j) {
@@ -189,8 +192,9 @@ extern "C" __global__ void orml_insertion_costs(
     const int o = pairs ? (int)idx : (int)(idx % n_orders);
     OrmlRoutes R = {node_xy, depart_prev, leg, arrival, cum_wait, soft, hard, soft_min,
                     hard_min, load_before, speed, capacity, n_stops, insert_limit, n_slots};
-    OrmlOrders O = {pickup_xy, dropoff_xy, ready, pickup_latest, due,
-                    dropoff_latest, pickup_service, dropoff_service, size, has_pickup};
+    OrmlOrders O = {pickup_xy,      dropoff_xy,     ready,           pickup_latest,
+                    due,            dropoff_latest, dropoff_ready,   pickup_service,
+                    dropoff_service, size,          has_pickup};
     const OrmlBest b = orml_best_insertion(R, O, r, o, late_weight);
     out_cost[idx] = b.cost;
     out_travel[idx] = b.travel;

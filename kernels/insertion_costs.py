@@ -258,6 +258,7 @@ def _price_rows(
 
     ready, p_latest = order_field(orders.ready), order_field(orders.pickup_latest)
     due, d_latest = order_field(orders.due), order_field(orders.dropoff_latest)
+    d_ready = order_field(orders.dropoff_ready)
     p_svc, d_svc = order_field(orders.pickup_service), order_field(orders.dropoff_service)
     size, has_p = order_field(orders.size), order_field(orders.has_pickup)
     pxy = order_field(orders.pickup_xy)
@@ -336,7 +337,9 @@ def _price_rows(
                 shift = xp.maximum(x1 - c["cum_wait"][r, j : j + 1], 0)
                 arr_d = (c["depart_prev"][r, j : j + 1] + shift) + t_d[j][r]
                 travel = (travel_p + t_d[j][r]) + close[j][r]
-            x2 = xp.maximum(arr_d - thr[j][r], 0) + c["cum_wait"][r, j : j + 1]
+            # Service at D starts once it may (a Li & Lim delivery can have an earliest time).
+            start_d = xp.maximum(arr_d, _rows(d_ready, k))
+            x2 = xp.maximum(start_d - thr[j][r], 0) + c["cum_wait"][r, j : j + 1]
             ok = ok_mid & (arr_d <= _rows(d_latest, k)) & (x2 <= c["hard_min"][r, j : j + 1])
             late = run_soft + xp.maximum(arr_d - _rows(due, k), 0)
             cost = xp.where(ok, travel + w * late, xp.inf)

@@ -70,7 +70,9 @@ def insert_orders(
         "stop_xy": merge(
             routes.stop_xy, orders.pickup_xy[:, None, :], orders.dropoff_xy[:, None, :]
         ),
-        "stop_ready": merge(routes.stop_ready, orders.ready[:, None], -xp.inf),
+        "stop_ready": merge(
+            routes.stop_ready, orders.ready[:, None], orders.dropoff_ready[:, None]
+        ),
         "stop_due": merge(routes.stop_due, xp.inf, orders.due[:, None]),
         "stop_latest": merge(
             routes.stop_latest, orders.pickup_latest[:, None], orders.dropoff_latest[:, None]
@@ -155,6 +157,7 @@ def orders_on_routes(routes: RouteArrays, owner: Any, keys: Any) -> OrderArrays:
         pickup_latest=xp.where(has_p, routes.stop_latest[r, p_slot], xp.inf).astype(f),
         due=routes.stop_due[r, d_slot].astype(f),
         dropoff_latest=routes.stop_latest[r, d_slot].astype(f),
+        dropoff_ready=routes.stop_ready[r, d_slot].astype(f),
         pickup_service=xp.where(has_p, routes.stop_service[r, p_slot], 0).astype(f),
         dropoff_service=routes.stop_service[r, d_slot].astype(f),
         size=(-routes.stop_load[r, d_slot]).astype(f),

@@ -69,6 +69,7 @@ def pack_orders(
         pickup_latest=np.full(n, np.inf, f),
         due=due,
         dropoff_latest=(due + f(max_lateness_s)).astype(f),
+        dropoff_ready=np.full(n, -np.inf, f),
         pickup_service=np.array([o.pickup_service_s for o in orders], f).reshape(n),
         dropoff_service=np.array([o.dropoff_service_s for o in orders], f).reshape(n),
         size=np.array([o.size for o in orders], f).reshape(n),

@@ -62,6 +62,9 @@ def random_batch(
         dropoff_latest=np.where(
             rng.random(n_orders) < 0.5, np.inf, rng.uniform(1500, 4000, n_orders)
         ).astype(f),
+        dropoff_ready=np.where(
+            rng.random(n_orders) < 0.3, rng.uniform(0, 2500, n_orders), -np.inf
+        ).astype(f),
         pickup_service=rng.choice([0.0, 60.0], n_orders).astype(f),
         dropoff_service=rng.choice([0.0, 60.0], n_orders).astype(f),
         size=rng.choice([1.0, 2.0], n_orders).astype(f),

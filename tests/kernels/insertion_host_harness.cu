@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
     auto pickup_latest = load<float>(dir, "pickup_latest", no);
     auto due = load<float>(dir, "due", no);
     auto dropoff_latest = load<float>(dir, "dropoff_latest", no);
+    auto dropoff_ready = load<float>(dir, "dropoff_ready", no);
     auto pickup_service = load<float>(dir, "pickup_service", no);
     auto dropoff_service = load<float>(dir, "dropoff_service", no);
     auto size = load<float>(dir, "size", no);
@@ -68,10 +69,10 @@ int main(int argc, char** argv) {
                     cum_wait.data(), soft.data(),        hard.data(),     soft_min.data(),
                     hard_min.data(), load_before.data(), speed.data(),    capacity.data(),
                     n_stops.data(),  insert_limit.data(), L};
-    OrmlOrders O = {pickup_xy.data(),      dropoff_xy.data(),      ready.data(),
-                    pickup_latest.data(),  due.data(),             dropoff_latest.data(),
-                    pickup_service.data(), dropoff_service.data(), size.data(),
-                    has_pickup.data()};
+    OrmlOrders O = {pickup_xy.data(),       dropoff_xy.data(),     ready.data(),
+                    pickup_latest.data(),   due.data(),            dropoff_latest.data(),
+                    dropoff_ready.data(),   pickup_service.data(), dropoff_service.data(),
+                    size.data(),            has_pickup.data()};
     const size_t total = pairs ? (size_t)nr : (size_t)nr * no;
     std::vector<float> cost(total), travel(total), late(total), drop_arrival(total);
     std::vector<int> bi(total), bj(total);

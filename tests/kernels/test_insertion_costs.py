@@ -89,6 +89,7 @@ def test_empty_route_takes_pickup_then_dropoff():
         pickup_latest=np.array([np.inf], np.float32),
         due=np.array([10_000.0], np.float32),
         dropoff_latest=np.array([np.inf], np.float32),
+        dropoff_ready=np.array([-np.inf], np.float32),
         pickup_service=np.zeros(1, np.float32),
         dropoff_service=np.zeros(1, np.float32),
         size=np.ones(1, np.float32),
