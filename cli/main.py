@@ -91,6 +91,32 @@ def _example(args: argparse.Namespace) -> int:
     return 0
 
 
+def _solve(args: argparse.Namespace) -> int:
+    from planner.pdptw.evaluate import evaluate, write_sintef
+    from planner.pdptw.instance import InstanceError, load_instance
+    from planner.pdptw.solve import solve
+
+    try:
+        inst = load_instance(args.instance)
+    except InstanceError as exc:
+        print(f"orml solve: {exc}", file=sys.stderr)
+        return 2
+    sol = solve(inst, time_limit_s=args.time_limit, seed=args.seed, iterations=args.iterations)
+    ev = evaluate(inst, sol.routes)
+    if args.out:
+        write_sintef(sol.routes, args.out)
+    out = {
+        "instance": inst.name,
+        "vehicles": ev.vehicles,
+        "distance": round(ev.distance, 4),
+        "feasible": ev.feasible and not sol.unassigned,
+        "seconds": round(sol.seconds, 3),
+        "iterations": sol.iterations,
+    }
+    print(json.dumps(out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="orml", description="orml-serve command line")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -126,6 +152,14 @@ def main(argv: list[str] | None = None) -> int:
         help="without Ray Serve's throughput mode (HAProxy ingress, direct gRPC)",
     )
     srv.set_defaults(run=_serve)
+
+    sol = sub.add_parser("solve", help="solve a Li & Lim PDPTW instance, print a JSON summary")
+    sol.add_argument("instance", type=Path)
+    sol.add_argument("--time-limit", type=float, default=10.0, help="seconds")
+    sol.add_argument("--seed", type=int, default=0)
+    sol.add_argument("--iterations", type=int, default=None, help="cap improvement steps")
+    sol.add_argument("--out", type=Path, default=None, help="SINTEF-format solution file")
+    sol.set_defaults(run=_solve)
 
     ex = sub.add_parser("example", help="print a valid request body")
     ex_sub = ex.add_subparsers(dest="what", required=True)

@@ -1,0 +1,102 @@
+"""Li & Lim PDPTW instances: loading and checking the file format.
+
+Line 1: ``K Q S`` (vehicles, capacity, speed; speed is ignored: travel time equals distance).
+Then one task per line: ``id x y demand earliest latest service pickup_index delivery_index``.
+Task 0 is the depot; a pickup has demand > 0 and names its delivery; a delivery has demand < 0
+and names its pickup. Siblings are not adjacent: the index fields are the truth.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+
+class InstanceError(ValueError):
+    """A malformed instance file; the message names the file and the line."""
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A PDPTW instance. Arrays are indexed by task id (0 = depot), N = number of tasks + 1.
+
+    xy : float64[N, 2]; demand : int64[N]; earliest, latest, service : float64[N];
+    pairs : int64[P, 2] (pickup id, delivery id) in file order.
+    """
+
+    name: str
+    vehicles: int
+    capacity: int
+    xy: np.ndarray
+    demand: np.ndarray
+    earliest: np.ndarray
+    latest: np.ndarray
+    service: np.ndarray
+    pairs: np.ndarray
+
+    @property
+    def n_tasks(self) -> int:
+        return len(self.demand) - 1
+
+    def distance(self, a: int, b: int) -> float:
+        return float(np.hypot(*(self.xy[a] - self.xy[b])))
+
+
+def load_instance(path: Path) -> Instance:
+    """Parse a Li & Lim file; raises InstanceError naming ``path:line`` on any problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise InstanceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    lines = [(k, ln.split()) for k, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if not lines:
+        raise InstanceError(f"{path}:1: empty file")
+    (hline, head), body = lines[0], lines[1:]
+    try:
+        vehicles, capacity = int(head[0]), int(head[1])
+    except (IndexError, ValueError) as exc:
+        raise InstanceError(f"{path}:{hline}: expected 'vehicles capacity speed'") from exc
+    rows = []
+    for line, fields in body:
+        if len(fields) != 9:
+            raise InstanceError(f"{path}:{line}: expected 9 fields, got {len(fields)}")
+        try:
+            tid, x, y, dem, e, l_, svc, p_idx, d_idx = (float(f) for f in fields)
+        except ValueError as exc:
+            raise InstanceError(f"{path}:{line}: not a number ({exc})") from exc
+        if int(tid) != len(rows):
+            raise InstanceError(f"{path}:{line}: task id {int(tid)} out of order")
+        if l_ < e:
+            raise InstanceError(f"{path}:{line}: latest {l_} before earliest {e}")
+        rows.append((line, x, y, int(dem), e, l_, svc, int(p_idx), int(d_idx)))
+    if not rows:
+        raise InstanceError(f"{path}:{hline}: no tasks")
+    n = len(rows)
+    pairs = []
+    for k, (line, _, _, dem, _, _, _, p_idx, d_idx) in enumerate(rows[1:], start=1):
+        if dem > 0:
+            ok = 0 < d_idx < n and rows[d_idx][3] == -dem and rows[d_idx][7] == k
+            if not ok:
+                raise InstanceError(f"{path}:{line}: pickup {k} has no matching delivery")
+            pairs.append((k, d_idx))
+        elif dem < 0:
+            ok = 0 < p_idx < n and rows[p_idx][3] == -dem and rows[p_idx][8] == k
+            if not ok:
+                raise InstanceError(f"{path}:{line}: delivery {k} has no matching pickup")
+        else:
+            raise InstanceError(f"{path}:{line}: task {k} has zero demand")
+    a = np.array([r[1:7] for r in rows], dtype=np.float64)
+    return Instance(
+        name=path.stem,
+        vehicles=vehicles,
+        capacity=capacity,
+        xy=a[:, 0:2].copy(),
+        demand=a[:, 2].astype(np.int64),
+        earliest=a[:, 3].copy(),
+        latest=a[:, 4].copy(),
+        service=a[:, 5].copy(),
+        pairs=np.array(pairs, dtype=np.int64).reshape(-1, 2),
+    )
