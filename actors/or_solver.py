@@ -71,5 +71,22 @@ class OrSolverDeployment:
             improve_routes=improve_routes,
         )
 
+    def solve_pdptw(self, instance: Any, time_limit_s: float, seed: int) -> dict[str, Any]:
+        """Offline: solve a static PDPTW instance (``planner.pdptw``); a summary with routes."""
+        from planner.pdptw.evaluate import evaluate
+        from planner.pdptw.solve import solve
+
+        self.guard.ensure()
+        sol = solve(instance, time_limit_s=time_limit_s, seed=seed)
+        ev = evaluate(instance, sol.routes)
+        return {
+            "instance": instance.name,
+            "vehicles": ev.vehicles,
+            "distance": ev.distance,
+            "feasible": ev.feasible and not sol.unassigned,
+            "seconds": sol.seconds,
+            "routes": sol.routes,
+        }
+
     def check_health(self) -> None:
         self.guard.check()

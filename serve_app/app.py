@@ -29,11 +29,20 @@ from domain import DispatchPlan, DispatchRound
 from etr.features import N_FEATURES, features_from_orders
 from etr.runtime import check_features
 from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
+from planner.pdptw.instance import InstanceError, build_instance
 from serve_app import errors
 from serve_app.body_limit import BodyLimit
 from serve_app.config import DispatchAppArgs, Limits
 from serve_app.errors import LimitExceeded
-from serve_app.schemas import DispatchRequest, DispatchResponse, EtrRequest, EtrResponse
+from serve_app.schemas import (
+    DispatchRequest,
+    DispatchResponse,
+    DomainError,
+    EtrRequest,
+    EtrResponse,
+    SolveRequest,
+    SolveResponse,
+)
 
 api = FastAPI(
     title="orml-serve",
@@ -73,12 +82,17 @@ def check_round_limits(req: DispatchRequest, limits: Limits) -> None:
 @serve.ingress(api)
 class DispatchIngress:
     def __init__(
-        self, or_solver: DeploymentHandle, etr: DeploymentHandle, args: dict[str, Any]
+        self,
+        or_solver: DeploymentHandle,
+        etr: DeploymentHandle,
+        args: dict[str, Any],
+        offline_solver: DeploymentHandle | None = None,
     ) -> None:
         global _limits
         self.args = DispatchAppArgs(**args)
         _limits = self.args.limits
         self.or_solver = or_solver
+        self.offline_solver = offline_solver or or_solver
         self.etr = etr
         self._model_version: str | None = None
         # The ETR cache sits here, in front of the hop: a hit costs no call to the model.
@@ -159,6 +173,51 @@ class DispatchIngress:
         return EtrResponse(
             minutes=[float(m) for m in minutes], model_version=await self.model_version()
         )
+
+    @api.post(
+        "/v1/routes/solve",
+        response_model=SolveResponse,
+        summary="Solve a static PDPTW instance (offline traffic; cached per instance)",
+    )
+    async def routes_solve(self, req: SolveRequest) -> SolveResponse:
+        rows = [
+            (
+                t.id,
+                t.x,
+                t.y,
+                t.demand,
+                t.earliest,
+                t.latest,
+                t.service,
+                t.pickup_index,
+                t.delivery_index,
+            )
+            for t in req.tasks
+        ]
+        try:
+            instance = build_instance(
+                req.name, req.vehicles, req.capacity, rows, lambda k: f"tasks[{k}]"
+            )
+        except InstanceError as exc:
+            loc, _, msg = str(exc).partition(": ")
+            index = int(loc[len("tasks[") : -1]) if loc.startswith("tasks[") else 0
+            raise DomainError(("body", "tasks", index), msg) from exc
+        computed = False
+
+        async def compute() -> dict[str, Any]:
+            nonlocal computed
+            computed = True
+            return await self.offline_solver.solve_pdptw.remote(
+                instance, req.time_limit_s, req.seed
+            )
+
+        if self.cache is None:
+            result = await compute()
+        else:
+            payload = req.model_dump(exclude={"name"})
+            key = cache_key("solve", "1", payload, self.cache.quant)
+            result = await self.cache.cache.get_or_compute("solve", key, compute, 3600.0)
+        return SolveResponse(**{**result, "instance": req.name}, cached=not computed)
 
     @api.get("/healthz", summary="The ingress process is alive")
     async def healthz(self) -> dict[str, str]:

@@ -258,3 +258,38 @@ class EtrRequest(_Model):
 class EtrResponse(_Model):
     minutes: list[float] = Field(description="Predicted minutes from creation to delivery.")
     model_version: str
+
+
+class TaskIn(_Model):
+    """One Li & Lim task; task 0 is the depot (its window is the planning horizon)."""
+
+    id: int = Field(ge=0)
+    x: float
+    y: float
+    demand: int = Field(description="> 0 pickup, < 0 delivery, 0 only for the depot.")
+    earliest: float = Field(ge=0)
+    latest: float = Field(ge=0)
+    service: float = Field(0.0, ge=0)
+    pickup_index: int = Field(0, ge=0, description="For a delivery: its pickup's id.")
+    delivery_index: int = Field(0, ge=0, description="For a pickup: its delivery's id.")
+
+
+class SolveRequest(_Model):
+    """A static PDPTW instance (the JSON form of a Li & Lim file) and the solver's budget."""
+
+    name: str = Field("instance", min_length=1, max_length=128)
+    vehicles: int = Field(ge=1, le=1000)
+    capacity: int = Field(ge=1)
+    tasks: list[TaskIn] = Field(min_length=3)
+    time_limit_s: float = Field(5.0, gt=0, le=120, description="Solver time, seconds.")
+    seed: int = Field(0, ge=0)
+
+
+class SolveResponse(_Model):
+    instance: str
+    vehicles: int
+    distance: float
+    feasible: bool
+    seconds: float
+    routes: list[list[int]] = Field(description="Task ids per vehicle, depot omitted.")
+    cached: bool = False

@@ -8,6 +8,7 @@ and names its pickup. Siblings are not adjacent: the index fields are the truth.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,33 +65,54 @@ def load_instance(path: Path) -> Instance:
         if len(fields) != 9:
             raise InstanceError(f"{path}:{line}: expected 9 fields, got {len(fields)}")
         try:
-            tid, x, y, dem, e, l_, svc, p_idx, d_idx = (float(f) for f in fields)
+            rows.append(tuple(float(f) for f in fields))
         except ValueError as exc:
             raise InstanceError(f"{path}:{line}: not a number ({exc})") from exc
-        if int(tid) != len(rows):
-            raise InstanceError(f"{path}:{line}: task id {int(tid)} out of order")
-        if l_ < e:
-            raise InstanceError(f"{path}:{line}: latest {l_} before earliest {e}")
-        rows.append((line, x, y, int(dem), e, l_, svc, int(p_idx), int(d_idx)))
     if not rows:
         raise InstanceError(f"{path}:{hline}: no tasks")
+    line_of = [line for line, _ in body]
+    return build_instance(path.stem, vehicles, capacity, rows, lambda k: f"{path}:{line_of[k]}")
+
+
+def build_instance(
+    name: str,
+    vehicles: int,
+    capacity: int,
+    rows: list[tuple[float, ...]],
+    where: Callable[[int], str],
+) -> Instance:
+    """An instance from rows ``(id, x, y, demand, earliest, latest, service, pickup_index,
+    delivery_index)``, task 0 the depot. ``where(k)`` names row k in errors (a file line, or a
+    request field). Raises InstanceError for ids out of order, inverted windows, zero demand or
+    a pickup and delivery that do not name each other.
+    """
+    if vehicles < 1 or capacity < 1:
+        raise InstanceError(f"{where(0)}: vehicles and capacity must be >= 1")
+    parsed = []
+    for k, (tid, x, y, dem, e, l_, svc, p_idx, d_idx) in enumerate(rows):
+        if int(tid) != k:
+            raise InstanceError(f"{where(k)}: task id {int(tid)} out of order (expected {k})")
+        if l_ < e:
+            raise InstanceError(f"{where(k)}: latest {l_} before earliest {e}")
+        parsed.append((k, x, y, int(dem), e, l_, svc, int(p_idx), int(d_idx)))
+    rows = parsed  # type: ignore[assignment]
     n = len(rows)
     pairs = []
-    for k, (line, _, _, dem, _, _, _, p_idx, d_idx) in enumerate(rows[1:], start=1):
+    for k, (_, _, _, dem, _, _, _, p_idx, d_idx) in enumerate(rows[1:], start=1):
         if dem > 0:
             ok = 0 < d_idx < n and rows[d_idx][3] == -dem and rows[d_idx][7] == k
             if not ok:
-                raise InstanceError(f"{path}:{line}: pickup {k} has no matching delivery")
+                raise InstanceError(f"{where(k)}: pickup {k} has no matching delivery")
             pairs.append((k, d_idx))
         elif dem < 0:
             ok = 0 < p_idx < n and rows[p_idx][3] == -dem and rows[p_idx][8] == k
             if not ok:
-                raise InstanceError(f"{path}:{line}: delivery {k} has no matching pickup")
+                raise InstanceError(f"{where(k)}: delivery {k} has no matching pickup")
         else:
-            raise InstanceError(f"{path}:{line}: task {k} has zero demand")
+            raise InstanceError(f"{where(k)}: task {k} has zero demand")
     a = np.array([r[1:7] for r in rows], dtype=np.float64)
     return Instance(
-        name=path.stem,
+        name=name,
         vehicles=vehicles,
         capacity=capacity,
         xy=a[:, 0:2].copy(),

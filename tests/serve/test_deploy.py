@@ -31,7 +31,7 @@ def test_deploy_yaml_validates_against_serve_schema():
     assert app.import_path == "serve_app.builder:app_builder"
     DispatchAppArgs(**app.args)  # the builder's typed args accept them
     names = {d["name"] if isinstance(d, dict) else d.name for d in app.deployments}
-    assert names == {"Ingress", "OrSolver", "Etr"}
+    assert names == {"Ingress", "OrSolver", "OfflineSolver", "Etr"}
 
 
 def test_bad_app_args_name_the_field():
