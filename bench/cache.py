@@ -15,7 +15,6 @@ Writes DIR/cache.csv and DIR/cache.png.
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import shutil
 import socket
@@ -30,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser
+from common import log, parser, write_csv
 
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, RedisL2, cache_key
 from etr import load_artifact, load_runtime
@@ -315,10 +314,7 @@ def main() -> None:
         f"{on['requests_per_s']:.0f} req/s (p50 {on['p50_ms']:.1f} ms): "
         f"{on['requests_per_s'] / off['requests_per_s']:.2f}x"
     )
-    with (args.out / "cache.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(ratios[0]))
-        w.writeheader()
-        w.writerows(ratios)
+    write_csv(args.out / "cache.csv", ratios)
     plot(ratios, args.out / "cache.png")
     if args.json:
         args.json.write_text(json.dumps({"latency": lat, "ratios": ratios, "e2e": e2e}, indent=2))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 
@@ -21,3 +22,12 @@ def parser(doc: str, quick_help: str) -> argparse.ArgumentParser:
 def log(msg: str) -> None:
     """Progress goes to stderr so the table on stdout stays clean."""
     print(msg, file=sys.stderr, flush=True)
+
+
+def write_csv(path: Path, rows: list[dict]) -> None:
+    """Rows as CSV, columns the union of the rows' keys (first-seen order)."""
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)

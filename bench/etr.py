@@ -11,7 +11,6 @@ DIR/etr.png, and with --profiles one JSON per runtime: PROFILES/etr/<device>-<ru
 
 from __future__ import annotations
 
-import csv
 import json
 import platform
 import sys
@@ -22,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser
+from common import log, parser, write_csv
 
 from etr import load_artifact, load_runtime
 from etr.dataset import load_deliveries, split
@@ -156,10 +155,7 @@ def main() -> None:
             f"{r['runtime']:>12} {r['batch']:>6} {r['p50_ms']:>9.3f} {r['p99_ms']:>9.3f} "
             f"{r['rows_per_s']:>12,.0f} {r['memory_bytes'] / 2**20:>8.1f}"
         )
-    with (args.out / "etr.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(results[0]))
-        w.writeheader()
-        w.writerows(results)
+    write_csv(args.out / "etr.csv", results)
     plot(results, args.out / "etr.png")
     if args.profiles:
         for name, prof in profiles.items():

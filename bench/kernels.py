@@ -12,7 +12,6 @@ Writes DIR/kernels.csv and DIR/kernels.png (default bench/out/), prints a table.
 
 from __future__ import annotations
 
-import csv
 import json
 import platform
 import statistics
@@ -24,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser
+from common import log, parser, write_csv
 
 from kernels._reference import reference_insertion_costs
 from kernels.backend import cupy_available
@@ -181,10 +180,7 @@ def main() -> None:
         vals = " ".join(f"{r[k]:>12.1f}" for k in keys)
         print(f"{r['round']:>9} {r['improve']!s:>7} {vals}")
 
-    with (args.out / "kernels.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=sorted({k for r in rows for k in r}))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(args.out / "kernels.csv", rows)
     plot(rows, args.out / "kernels.png")
     meta = {
         "machine": platform.processor() or platform.machine(),

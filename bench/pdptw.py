@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser
+from common import log, parser, write_csv
 
 from planner.pdptw.evaluate import evaluate
 from planner.pdptw.instance import Instance, load_instance
@@ -209,10 +209,7 @@ def main() -> None:
         f"ours strictly better than OR-Tools (vehicles, then distance) on {wins}/{len(rows)}, "
         f"equal on {ties}, worse on {len(rows) - wins - ties}"
     )
-    with (args.out / "pdptw.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out / "pdptw.csv", rows)
     plot(rows, args.out / "pdptw.png")
     if args.json:
         args.json.write_text(

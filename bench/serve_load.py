@@ -13,7 +13,6 @@ Writes DIR/serve_load.csv and DIR/serve_load.png.
 from __future__ import annotations
 
 import asyncio
-import csv
 import json
 import socket
 import statistics
@@ -25,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser
+from common import log, parser, write_csv
 
 from etr import features_from_orders, load_artifact, load_runtime
 from planner import dispatch_round, generate_round
@@ -249,10 +248,7 @@ def main() -> None:
         f"dispatch 100x20 p50: direct {overhead['direct_p50_ms']:.1f} ms, over HTTP "
         f"{overhead['http_p50_ms']:.1f} ms, Serve overhead {overhead['overhead_p50_ms']:.1f} ms"
     )
-    with (args.out / "serve_load.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    write_csv(args.out / "serve_load.csv", rows)
     plot(rows, args.out / "serve_load.png")
     if args.json:
         args.json.write_text(
