@@ -92,36 +92,59 @@ def regret_insert(
     vehicle_cost: float,
     rng: np.random.Generator,
 ) -> tuple[list[list[int]], list[int]]:
-    """Insert requests (indices into ``inst.pairs``) by regret-2; returns (routes, left over)."""
+    """Insert requests (indices into ``inst.pairs``) by regret-2; returns (routes, left over).
+
+    The cost matrix [routes (+ one empty vehicle), requests] is priced once; after each
+    insertion only the changed route's row is priced again (the others are unchanged), and the
+    inserted request's column is dropped.
+    """
     routes = [list(r) for r in routes if r]
     todo = list(requests)
-    while todo:
-        candidates = routes + ([[]] if len(routes) < inst.vehicles else [])
-        ins = insertion_costs(
-            pack_routes(inst, candidates), pack_requests(inst, inst.pairs[todo]), late_weight=0.0
-        )
-        cost = ins.cost.astype(np.float64)
-        if len(candidates) > len(routes):
-            cost[-1] += vehicle_cost
-        if not np.isfinite(cost).any():
+    if not todo:
+        return routes, []
+    orders = pack_requests(inst, inst.pairs[todo])
+
+    def price(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        ins = insertion_costs(pack_routes(inst, rows), orders, late_weight=0.0)
+        return ins.cost.astype(np.float64), ins.pickup_pos, ins.dropoff_pos
+
+    has_empty = len(routes) < inst.vehicles
+    cost, pos_i, pos_j = price(routes + ([[]] if has_empty else []))
+    if has_empty:
+        cost[-1] += vehicle_cost
+    alive = np.ones(len(todo), bool)
+    while alive.any():
+        live = np.nonzero(alive)[0]
+        sub = cost[:, live]
+        if not np.isfinite(sub).any():
             break
-        order = np.sort(cost, axis=0)
-        best = order[0]
-        second = order[1] if len(candidates) > 1 else np.full_like(best, np.inf)
+        ordered = np.sort(sub, axis=0)
+        best = ordered[0]
+        second = ordered[1] if sub.shape[0] > 1 else np.full_like(best, np.inf)
         regret = np.where(np.isfinite(best), np.minimum(second - best, 1e12), -np.inf)
         # Highest regret first; ties broken by a seeded jitter so runs are reproducible.
-        pick = int(np.argmax(regret + rng.random(len(todo)) * 1e-6))
+        pick = int(live[np.argmax(regret + rng.random(len(live)) * 1e-6)])
         r = int(np.argmin(cost[:, pick]))
-        i, j = int(ins.pickup_pos[r, pick]), int(ins.dropoff_pos[r, pick])
+        i, j = int(pos_i[r, pick]), int(pos_j[r, pick])
         p, d = (int(x) for x in inst.pairs[todo[pick]])
-        stops = candidates[r]
+        stops = routes[r] if r < len(routes) else []
         new = [*stops[:i], p, *stops[i:j], d, *stops[j:]]
-        if r < len(routes):
-            routes[r] = new
-        else:
+        alive[pick] = False
+        opened = r == len(routes)
+        if opened:
             routes.append(new)
-        todo.pop(pick)
-    return routes, todo
+        else:
+            routes[r] = new
+        row_c, row_i, row_j = price([new])
+        if opened and len(routes) < inst.vehicles:
+            # The empty vehicle became route r; a fresh empty one prices as the old one did.
+            cost = np.vstack([cost[:r], row_c, cost[r:]])
+            pos_i = np.vstack([pos_i[:r], row_i, pos_i[r:]])
+            pos_j = np.vstack([pos_j[:r], row_j, pos_j[r:]])
+        else:
+            cost[r], pos_i[r], pos_j[r] = row_c[0], row_i[0], row_j[0]
+    left = [todo[k] for k in np.nonzero(alive)[0]]
+    return routes, left
 
 
 def _objective(inst: Instance, routes: list[list[int]]) -> tuple[int, float]:
