@@ -117,6 +117,7 @@ class Assigned:
     ever_feasible : bool[O] some rider could take the order in some pass.
     changed : int64[K] riders whose route changed.
     base_travel, base_lateness : float32[R] of the routes before the round.
+    backend : the array backend the stage ran on ("numpy" or "cupy").
     """
 
     routes: RouteArrays
@@ -128,6 +129,7 @@ class Assigned:
     base_travel: np.ndarray
     base_lateness: np.ndarray
     timings_ms: dict[str, float] = field(default_factory=dict)
+    backend: str = "numpy"
 
 
 def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
@@ -241,6 +243,7 @@ def assign_and_insert(
         base_travel=to_numpy(base.travel),
         base_lateness=to_numpy(base.total_lateness),
         timings_ms=timings,
+        backend="numpy" if xp is np else "cupy",
     )
 
 

@@ -64,7 +64,7 @@ def test_dispatch_over_http_equals_dispatch_round(serve_url):
     }
     for oid, arrival in got["arrivals"].items():
         assert arrival["planned_s"] == pytest.approx(want.predicted_arrival[oid], abs=1e-3)
-    assert got["model_version"] == "1"
+    assert got["model_version"] == "1" and got["backend"] == "numpy"
     assert {"pack_ms", "candidates_ms", "etr_ms", "assign_ms", "total_ms"} <= set(got["timings_ms"])
 
 
