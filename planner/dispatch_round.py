@@ -287,7 +287,7 @@ def dispatch_round(
         arrays.to(xp), round_.weights, etr_floor=floor, improve_routes=improve_routes
     )
     t1 = time.perf_counter()
-    plan = build_plan(round_, packed, assigned, name, floor)
+    plan = build_plan(round_, packed, assigned, floor)
     timings = {"pack_ms": pack_ms, **assigned.timings_ms}
     timings["unpack_ms"] = (time.perf_counter() - t1) * 1000.0
     timings["total_ms"] = (time.perf_counter() - t0) * 1000.0
@@ -298,43 +298,13 @@ def build_plan(
     round_: DispatchRound,
     packed: PackedRound,
     assigned: Assigned,
-    backend: str,
     etr_floor: np.ndarray | None = None,
 ) -> DispatchPlan:
     """Turn the assignment stage's arrays back into domain types."""
-    return _unpack(
-        round_,
-        packed,
-        assigned.routes,
-        assigned.owner,
-        assigned.base_travel,
-        assigned.base_lateness,
-        assigned.rider_of,
-        assigned.cost,
-        assigned.ever_feasible,
-        assigned.changed,
-        backend,
-        etr_floor,
-    )
-
-
-def _unpack(
-    round_: DispatchRound,
-    packed: PackedRound,
-    routes: RouteArrays,
-    owner: np.ndarray,
-    base_travel: np.ndarray,
-    base_lateness: np.ndarray,
-    rider_of: np.ndarray,
-    assigned_cost: np.ndarray,
-    ever_feasible: np.ndarray,
-    changed: np.ndarray,
-    backend: str,
-    etr_floor: np.ndarray | None,
-) -> DispatchPlan:
+    routes, owner_np, changed = assigned.routes, assigned.owner, assigned.changed
+    rider_of, assigned_cost = assigned.rider_of, assigned.cost
     w = round_.weights.late_weight
     routes_np = routes.to(np)
-    owner_np = owner
     sched = schedule(routes_np)
     n_new = len(round_.orders)
     carried = {}
@@ -356,8 +326,8 @@ def _unpack(
                 stops.append(Stop(order.id, StopKind.DROPOFF))
                 arrival[order.id] = round_.now + float(sched.arrival[r, q])
         new_routes[round_.riders[r].id] = Route(tuple(stops))
-    travel = float(np.sum(sched.travel[changed]) - np.sum(base_travel[changed]))
-    late = float(np.sum(sched.total_lateness[changed]) - np.sum(base_lateness[changed]))
+    travel = float(np.sum(sched.travel[changed]) - np.sum(assigned.base_travel[changed]))
+    late = float(np.sum(sched.total_lateness[changed]) - np.sum(assigned.base_lateness[changed]))
     assignments = tuple(
         Assignment(o.id, round_.riders[int(rider_of[k])].id, float(assigned_cost[k]))
         for k, o in enumerate(round_.orders)
@@ -369,7 +339,7 @@ def _unpack(
             continue
         if not round_.riders:
             reason = UnassignedReason.NO_RIDERS
-        elif ever_feasible[k]:
+        elif assigned.ever_feasible[k]:
             reason = UnassignedReason.RIDER_LIMIT
         else:
             reason = UnassignedReason.INFEASIBLE
@@ -380,7 +350,7 @@ def _unpack(
         predicted_arrival=arrival,
         cost=CostBreakdown(travel_s=travel, lateness_s=late, total=travel + w * late),
         unassigned=tuple(unassigned),
-        backend=backend,
+        backend=assigned.backend,
         etr_arrival=(
             {}
             if etr_floor is None

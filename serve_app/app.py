@@ -136,7 +136,7 @@ class DispatchIngress:
             arrays, round_.weights, candidates, floor, self.args.improve_routes
         )
         t4 = time.perf_counter()
-        plan = build_plan(round_, packed, assigned, assigned.backend, floor)
+        plan = build_plan(round_, packed, assigned, floor)
         t5 = time.perf_counter()
         timings = {
             "pack_ms": (t1 - t0) * 1e3,
