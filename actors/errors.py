@@ -14,3 +14,6 @@ class DeviceUnhealthy(RuntimeError):
         super().__init__(f"device {device} unhealthy: {reason}")
         self.device = device
         self.reason = reason
+
+    def __reduce__(self):  # crosses process boundaries through Ray: rebuild from both fields
+        return (type(self), (self.device, self.reason))

@@ -17,7 +17,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
-from actors.device import DeviceGuard
+from actors.device import DeviceGuard, exit_soon
+from actors.faults import FaultSwitch, replica_id
 from actors.metrics import ModelMetrics
 from etr import load_artifact, load_runtime
 from etr.runtime import check_features
@@ -36,15 +37,35 @@ class EtrUserConfig(BaseModel):
 
 @serve.deployment(name="Etr", ray_actor_options={"num_cpus": 0.5})
 class EtrDeployment:
-    """model_version : a version under models/etr (None = latest); runtime : see etr.select."""
+    """model_version : a version under models/etr (None = latest); runtime : see etr.select.
 
-    def __init__(self, model_version: str | None = None, runtime: str = "auto") -> None:
+    watchdog_s : a model call still running after this long marks the replica unhealthy;
+    exit_on_device_fault : end the process once the device failed (``actors.device.exit_soon``);
+    fault_injection : accept ``inject_fault`` (drills only).
+    """
+
+    def __init__(
+        self,
+        model_version: str | None = None,
+        runtime: str = "auto",
+        watchdog_s: float = 10.0,
+        probe_timeout_s: float = 2.0,
+        exit_on_device_fault: bool = True,
+        fault_injection: bool = False,
+    ) -> None:
         self.artifact = load_artifact("etr", model_version)
         self.runtime = load_runtime(self.artifact, runtime)  # type: ignore[arg-type]
         self.config = EtrUserConfig()
         self.metrics = ModelMetrics(f"etr-v{self.artifact.version}")
+        self.watchdog_s = watchdog_s
         sample = np.load(self.artifact.path / "sample_features.npy", allow_pickle=False)[:16]
-        self.guard = DeviceGuard(self.runtime.device, lambda: self.runtime.predict(sample))
+        self.guard = DeviceGuard(
+            self.runtime.device,
+            lambda: self.runtime.predict(sample),
+            faults=FaultSwitch(enabled=fault_injection),
+            probe_timeout_s=probe_timeout_s,
+            on_trip=exit_soon if exit_on_device_fault else None,
+        )
         self.guard.arm()
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
@@ -57,9 +78,19 @@ class EtrDeployment:
         return {
             "model_version": self.artifact.version,
             "runtime": self.runtime.name,
+            "replica": replica_id(),
             "healthy": self.guard.healthy,
+            "reason": self.guard.reason,
             **self.config.model_dump(),
         }
+
+    def inject_fault(self, kind: str) -> dict[str, Any]:
+        """Drills only (see ``actors.faults``); FaultInjectionDisabled unless deployed with it."""
+        return {"replica": replica_id(), "at": self.guard.faults.inject(kind)}
+
+    def _run_model(self, rows: np.ndarray) -> np.ndarray:
+        with self.guard.watch(self.watchdog_s):
+            return self.runtime.to_numpy(self.runtime.predict(rows))
 
     async def predict(self, features: np.ndarray) -> np.ndarray:
         """Minutes float32[k] for features float32[k, 39]; ValueError on bad input."""
@@ -69,7 +100,7 @@ class EtrDeployment:
         features = check_features(features, self.runtime.n_features)
         if not self.config.batching:
             t0 = time.perf_counter()
-            out = self.runtime.to_numpy(self.runtime.predict(features))
+            out = await asyncio.to_thread(self._run_model, features)
             self.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
             return out
         return await self._batched((time.perf_counter(), features))
@@ -82,13 +113,14 @@ class EtrDeployment:
     async def _batched(self, items: list[tuple[float, np.ndarray]]) -> list[np.ndarray]:
         start = time.perf_counter()
         rows = np.concatenate([f for _, f in items])
-        out = self.runtime.to_numpy(self.runtime.predict(rows))
+        # In a worker thread: the event loop keeps gathering the next batch meanwhile, and a
+        # wedged device blocks that thread, not the health check.
+        out = await asyncio.to_thread(self._run_model, rows)
         done = time.perf_counter()
         for enqueued, _ in items:
             self.metrics.observe((start - enqueued) * 1e3, None, None)
         self.metrics.observe(None, (done - start) * 1e3, len(rows))
         bounds = np.cumsum([0] + [len(f) for _, f in items])
-        await asyncio.sleep(0)
         return [out[a:b] for a, b in itertools.pairwise(bounds)]
 
     def check_health(self) -> None:

@@ -70,6 +70,16 @@ def stage_histogram() -> metrics.Histogram:
     )
 
 
+@lru_cache(maxsize=1)
+def failover_counter() -> metrics.Counter:
+    """Failed attempts the ingress retried on another replica (tagged call and error)."""
+    return metrics.Counter(
+        "orml_failovers",
+        description="Deployment calls retried on another replica, by call and error.",
+        tag_keys=("target", "error"),
+    )
+
+
 class CacheMetrics:
     """Cache hits/misses per level and namespace, Redis and decode errors (counters), L1 bytes
     and breaker state (gauges; breaker 0 closed, 1 half-open, 2 open)."""

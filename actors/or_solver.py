@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from actors.device import DeviceGuard
+from actors.device import DeviceGuard, exit_soon
+from actors.faults import FaultSwitch, replica_id
 from domain import DispatchWeights
 from kernels.backend import module_for, resolve_backend, to_numpy
 from kernels.insertion_costs import Insertions
@@ -27,28 +28,54 @@ def _to_host(ins: Insertions) -> Insertions:
 
 @serve.deployment(name="OrSolver", ray_actor_options={"num_cpus": 0.5})
 class OrSolverDeployment:
-    """backend : "auto" | "numpy" | "cupy" (see ``kernels.backend``)."""
+    """backend : "auto" | "numpy" | "cupy" (see ``kernels.backend``).
 
-    def __init__(self, backend: str = "auto") -> None:
+    watchdog_s : a dispatch stage still running after this long marks the replica unhealthy
+    (an offline solve gets its time limit on top); exit_on_device_fault : end the process once
+    the device failed (see ``actors.device.exit_soon``); fault_injection : accept
+    ``inject_fault``.
+    """
+
+    def __init__(
+        self,
+        backend: str = "auto",
+        watchdog_s: float = 10.0,
+        probe_timeout_s: float = 2.0,
+        exit_on_device_fault: bool = True,
+        fault_injection: bool = False,
+    ) -> None:
         self.backend = resolve_backend(backend)
         self.xp = module_for(self.backend)
+        self.watchdog_s = watchdog_s
         _, probe = pack_arrays(generate_round(8, 4, seed=123))
         self._probe = probe.to(self.xp)
         self._weights = DispatchWeights()
         self.guard = DeviceGuard(
             device="cuda:0" if self.backend == "cupy" else "cpu",
             probe=lambda: price_candidates(self._probe, self._weights).cost,
+            faults=FaultSwitch(enabled=fault_injection),
+            probe_timeout_s=probe_timeout_s,
+            on_trip=exit_soon if exit_on_device_fault else None,
         )
         self.guard.arm()  # also warms the kernels (and compiles the CUDA module on a GPU)
         assign_and_insert(self._probe, self._weights)  # and the assignment path (SciPy import)
 
     def ready(self) -> dict[str, Any]:
-        return {"backend": self.backend, "healthy": self.guard.healthy}
+        return {
+            "backend": self.backend,
+            "replica": replica_id(),
+            "healthy": self.guard.healthy,
+            "reason": self.guard.reason,
+        }
+
+    def inject_fault(self, kind: str) -> dict[str, Any]:
+        """Drills only (see ``actors.faults``); FaultInjectionDisabled unless deployed with it."""
+        return {"replica": replica_id(), "at": self.guard.faults.inject(kind)}
 
     def candidates(self, arrays: RoundArrays, weights: DispatchWeights) -> Insertions:
         """Stage 1: insertion costs of every new order into every route (host arrays out)."""
-        self.guard.ensure()
-        return _to_host(price_candidates(arrays.to(self.xp), weights))
+        with self.guard.watch(self.watchdog_s):
+            return _to_host(price_candidates(arrays.to(self.xp), weights))
 
     def assign(
         self,
@@ -59,25 +86,25 @@ class OrSolverDeployment:
         improve_routes: bool = True,
     ) -> Assigned:
         """Stage 3: assignment, insertion, re-pricing passes and improvement."""
-        self.guard.ensure()
-        first_dev = None
-        if first is not None:
-            first_dev = Insertions(**{k: self.xp.asarray(v) for k, v in first.__dict__.items()})
-        return assign_and_insert(
-            arrays.to(self.xp),
-            weights,
-            first=first_dev,
-            etr_floor=etr_floor,
-            improve_routes=improve_routes,
-        )
+        with self.guard.watch(self.watchdog_s):
+            first_dev = None
+            if first is not None:
+                first_dev = Insertions(**{k: self.xp.asarray(v) for k, v in first.__dict__.items()})
+            return assign_and_insert(
+                arrays.to(self.xp),
+                weights,
+                first=first_dev,
+                etr_floor=etr_floor,
+                improve_routes=improve_routes,
+            )
 
     def solve_pdptw(self, instance: Any, time_limit_s: float, seed: int) -> dict[str, Any]:
         """Offline: solve a static PDPTW instance (``planner.pdptw``); a summary with routes."""
         from planner.pdptw.evaluate import evaluate
         from planner.pdptw.solve import solve
 
-        self.guard.ensure()
-        sol = solve(instance, time_limit_s=time_limit_s, seed=seed)
+        with self.guard.watch(time_limit_s + self.watchdog_s):
+            sol = solve(instance, time_limit_s=time_limit_s, seed=seed)
         ev = evaluate(instance, sol.routes)
         return {
             "instance": instance.name,

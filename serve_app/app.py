@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from ray import serve
 from ray.serve.handle import DeploymentHandle
@@ -34,12 +34,14 @@ from serve_app import errors
 from serve_app.body_limit import BodyLimit
 from serve_app.config import DispatchAppArgs, Limits
 from serve_app.errors import LimitExceeded
+from serve_app.failover import Failover
 from serve_app.schemas import (
     DispatchRequest,
     DispatchResponse,
     DomainError,
     EtrRequest,
     EtrResponse,
+    FaultRequest,
     SolveRequest,
     SolveResponse,
 )
@@ -94,6 +96,8 @@ class DispatchIngress:
         self.or_solver = or_solver
         self.offline_solver = offline_solver or or_solver
         self.etr = etr
+        res = self.args.resilience
+        self.failover = Failover(res.call_timeout_s, res.retry_budget_s)
         self._model_version: str | None = None
         # The ETR cache sits here, in front of the hop: a hit costs no call to the model.
         self.cache = build_cache(self.args.cache.model_dump())
@@ -102,13 +106,13 @@ class DispatchIngress:
     async def etr_predict(self, features: np.ndarray) -> np.ndarray:
         """ETR minutes float32[k] for features float32[k, 39], through the result cache."""
         if self.cache is None or len(features) == 0:
-            return await self.etr.predict.remote(features)
+            return await self._etr_call(features)
         version = await self.model_version()
         quant = self.cache.quant
         keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
 
         async def compute_missing(idx: list[int]) -> list[float]:
-            minutes = await self.etr.predict.remote(features[idx])
+            minutes = await self._etr_call(features[idx])
             return [float(m) for m in minutes]
 
         values = await self.cache.cache.get_many_or_compute(
@@ -117,13 +121,18 @@ class DispatchIngress:
         self._cache_metrics.export(self.cache.cache)
         return np.asarray(values, np.float32)
 
+    async def _etr_call(self, features: np.ndarray) -> np.ndarray:
+        return await self.failover.call("Etr.predict", lambda: self.etr.predict.remote(features))
+
     # ---- Python API -------------------------------------------------------------------------
     async def plan(self, round_: DispatchRound, utc_offset_s: float = 0.0) -> DispatchPlan:
         """Plan a round through the pipeline; the handle API's entry point."""
         t0 = time.perf_counter()
         packed, arrays = round_arrays(round_)
         t1 = time.perf_counter()
-        candidates = await self.or_solver.candidates.remote(arrays, round_.weights)
+        candidates = await self.failover.call(
+            "OrSolver.candidates", lambda: self.or_solver.candidates.remote(arrays, round_.weights)
+        )
         t2 = time.perf_counter()
         floor = None
         if round_.orders:
@@ -132,8 +141,11 @@ class DispatchIngress:
             )
             floor = etr_floor_seconds(round_, minutes)
         t3 = time.perf_counter()
-        assigned = await self.or_solver.assign.remote(
-            arrays, round_.weights, candidates, floor, self.args.improve_routes
+        assigned = await self.failover.call(
+            "OrSolver.assign",
+            lambda: self.or_solver.assign.remote(
+                arrays, round_.weights, candidates, floor, self.args.improve_routes
+            ),
         )
         t4 = time.perf_counter()
         plan = build_plan(round_, packed, assigned, floor)
@@ -207,8 +219,12 @@ class DispatchIngress:
         async def compute() -> dict[str, Any]:
             nonlocal computed
             computed = True
-            return await self.offline_solver.solve_pdptw.remote(
-                instance, req.time_limit_s, req.seed
+            return await self.failover.call(
+                "OfflineSolver.solve_pdptw",
+                lambda: self.offline_solver.solve_pdptw.remote(
+                    instance, req.time_limit_s, req.seed
+                ),
+                timeout_s=req.time_limit_s + self.args.resilience.call_timeout_s,
             )
 
         if self.cache is None:
@@ -243,7 +259,24 @@ class DispatchIngress:
             },
         )
 
+    @api.post("/admin/faults", include_in_schema=False)
+    async def inject_fault(self, req: FaultRequest) -> dict[str, Any]:
+        """Drills only: 404 unless deployed with ``resilience.fault_injection: true``."""
+        if not self.args.resilience.fault_injection:
+            raise HTTPException(status_code=404, detail="Not Found")
+        handle = {"OrSolver": self.or_solver, "OfflineSolver": self.offline_solver}.get(
+            req.deployment, self.etr
+        )
+        return {"deployment": req.deployment, "kind": req.kind} | (
+            await handle.inject_fault.remote(req.kind)
+        )
+
+    def failover_events(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """Retried attempts after ``since`` (s since epoch): drills read the timeline here."""
+        return self.failover.recent(since)
+
     async def model_version(self) -> str:
         if self._model_version is None:
-            self._model_version = (await self.etr.ready.remote())["model_version"]
+            state = await self.failover.call("Etr.ready", lambda: self.etr.ready.remote())
+            self._model_version = state["model_version"]
         return self._model_version

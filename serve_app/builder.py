@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ray.serve import Application
 
 from actors.etr_model import EtrDeployment
@@ -12,12 +15,32 @@ from serve_app.config import DispatchAppArgs
 
 def app_builder(args: DispatchAppArgs) -> Application:
     """Wire the graph: Ingress(OrSolver, Etr, OfflineSolver). Serve validates ``args``."""
+    return build_app(args)
+
+
+def build_app(
+    args: DispatchAppArgs | dict[str, Any], options: Mapping[str, dict[str, Any]] | None = None
+) -> Application:
+    """The graph with per-deployment Serve options (by deployment name) applied on top.
+
+    ``options`` does in Python what deploy.yaml's ``deployments:`` does for ``serve deploy``
+    (replica counts, health-check periods, actor resources): tests and drills use it.
+    """
     if isinstance(args, dict):
         args = DispatchAppArgs(**args)
-    or_solver = OrSolverDeployment.bind(args.backend)
-    # Offline static solves run on their own replicas so they never queue ahead of dispatch.
-    offline = OrSolverDeployment.options(name="OfflineSolver", max_ongoing_requests=2).bind(
-        args.backend
+    opts = dict(options or {})
+    replica_kwargs = args.resilience.replica_kwargs()
+    or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(
+        args.backend, **replica_kwargs
     )
-    etr = EtrDeployment.bind(args.etr_model_version, args.etr_runtime)
-    return DispatchIngress.bind(or_solver, etr, args.model_dump(), offline)
+    # Offline static solves run on their own replicas so they never queue ahead of dispatch.
+    offline = OrSolverDeployment.options(
+        **{"name": "OfflineSolver", "max_ongoing_requests": 2, **opts.pop("OfflineSolver", {})}
+    ).bind(args.backend, **replica_kwargs)
+    etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(
+        args.etr_model_version, args.etr_runtime, **replica_kwargs
+    )
+    ingress = DispatchIngress.options(**opts.pop("Ingress", {}))
+    if opts:
+        raise ValueError(f"options for unknown deployments: {sorted(opts)}")
+    return ingress.bind(or_solver, etr, args.model_dump(), offline)

@@ -32,6 +32,52 @@ class CacheArgs(BaseModel):
     quantum: float = Field(1e-4, gt=0, description="Feature values equal within this hit.")
 
 
+class ResilienceArgs(BaseModel):
+    """Failover and fault detection (README "Operations" explains the trade-offs)."""
+
+    model_config = ConfigDict(extra="forbid")
+    call_timeout_s: float = Field(
+        60.0,
+        gt=0,
+        le=600,
+        description="Last resort: an attempt (queueing at the handle included) unanswered this "
+        "long is cancelled and retried. Hangs are normally caught sooner by watchdog_s.",
+    )
+    retry_budget_s: float = Field(
+        30.0,
+        gt=0,
+        le=600,
+        description="Total time one request may spend failing over before it is answered 503.",
+    )
+    watchdog_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="A device call running this long marks its replica unhealthy (wedged).",
+    )
+    probe_timeout_s: float = Field(
+        2.0, gt=0, le=60, description="The health probe must finish within this, seconds."
+    )
+    exit_on_device_fault: bool = Field(
+        True,
+        description="A replica whose device failed ends its process, so Serve replaces it at "
+        "the next health check instead of after three failed ones.",
+    )
+    fault_injection: bool = Field(
+        False,
+        description="Drills only: enable POST /admin/faults and the replicas' inject_fault.",
+    )
+
+    def replica_kwargs(self) -> dict[str, float | bool]:
+        """The model deployments' constructor arguments taken from here."""
+        return {
+            "watchdog_s": self.watchdog_s,
+            "probe_timeout_s": self.probe_timeout_s,
+            "exit_on_device_fault": self.exit_on_device_fault,
+            "fault_injection": self.fault_injection,
+        }
+
+
 class DispatchAppArgs(BaseModel):
     """Arguments of ``serve_app.builder:app_builder``."""
 
@@ -49,3 +95,4 @@ class DispatchAppArgs(BaseModel):
     )
     limits: Limits = Field(default_factory=Limits)
     cache: CacheArgs = Field(default_factory=CacheArgs)
+    resilience: ResilienceArgs = Field(default_factory=ResilienceArgs)

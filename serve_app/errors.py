@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from ray.serve.exceptions import BackPressureError
 
 from actors.errors import DeviceUnhealthy
+from serve_app.failover import FailoverExhausted
 from serve_app.schemas import DomainError
 
 log = logging.getLogger("orml.serve")
@@ -54,6 +55,7 @@ def install(app: FastAPI) -> None:
         )
 
     @app.exception_handler(DeviceUnhealthy)
+    @app.exception_handler(FailoverExhausted)
     @app.exception_handler(BackPressureError)
     async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
         return JSONResponse(

@@ -293,3 +293,10 @@ class SolveResponse(_Model):
     seconds: float
     routes: list[list[int]] = Field(description="Task ids per vehicle, depot omitted.")
     cached: bool = False
+
+
+class FaultRequest(_Model):
+    """Drills only (``resilience.fault_injection``): which deployment, which fault."""
+
+    deployment: Literal["OrSolver", "OfflineSolver", "Etr"]
+    kind: Literal["poison", "hang", "crash"]

@@ -34,6 +34,18 @@ def test_deploy_yaml_validates_against_serve_schema():
     assert names == {"Ingress", "OrSolver", "OfflineSolver", "Etr"}
 
 
+def test_deploy_yaml_uses_the_drilled_recovery_settings():
+    """The numbers bench/recovery.py measured are the ones deploy.yaml ships."""
+    from serve_app.drill import FAST_RECOVERY
+
+    raw = yaml.safe_load((ROOT / "deploy.yaml").read_text())
+    app = raw["applications"][0]
+    by_name = {d["name"]: d for d in app["deployments"]}
+    for name in ("OrSolver", "Etr"):
+        assert {k: by_name[name][k] for k in FAST_RECOVERY} == FAST_RECOVERY
+    assert app["args"]["resilience"]["fault_injection"] is False
+
+
 def test_bad_app_args_name_the_field():
     with pytest.raises(ValueError, match="max_riders"):
         DispatchAppArgs(limits={"max_riders": 0})

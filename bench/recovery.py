@@ -1,0 +1,146 @@
+"""Recovery drill: inject each fault kind into a replica under steady load, time the recovery.
+
+    python bench/recovery.py [--quick] [--rate 20] [--json PATH] [--out DIR]
+
+Starts a local Ray and the app with two replicas each of OrSolver and Etr, fault injection on,
+the health-check settings of deploy.yaml (``serve_app.drill.FAST_RECOVERY``), the ETR cache off
+(every request reaches the models). For each deployment and fault kind (poison, hang, crash)
+it offers open-loop HTTP load (dispatch rounds and ETR calls, loopback), injects the fault into
+one replica and records, in seconds after the fault: when the replica stopped taking work,
+when Serve saw it, when the last request had to fail over, when two replicas were RUNNING
+again; and how many requests failed. The baseline in the same run is Ray Serve as it comes
+(10 s health-check period, 30 s timeout, no self-exit, no failover in the ingress) under a
+poisoned OrSolver replica. Writes DIR/recovery.csv and DIR/recovery.png (request timelines).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from common import log, parser, write_csv
+
+from serve_app import drill
+from serve_app.builder import build_app
+from serve_app.config import DispatchAppArgs
+
+REPLICAS = 2
+FULL_CAPACITY_TARGET_S = 3.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def deploy(name: str, fast: bool) -> None:
+    from ray import serve
+
+    resilience = {"fault_injection": True, "watchdog_s": 1.0}
+    health: dict = drill.FAST_RECOVERY
+    if not fast:  # Serve's defaults, no self-exit, no retries in the ingress
+        resilience |= {"exit_on_device_fault": False, "retry_budget_s": 1e-3}
+        health = {}
+    args = DispatchAppArgs(
+        backend="numpy",
+        etr_runtime="onnxruntime",
+        cache={"enabled": False},
+        resilience=resilience,
+    )
+    options = {d: {"num_replicas": REPLICAS, **health} for d in ("OrSolver", "Etr")}
+    serve.run(build_app(args, options), name=name, route_prefix=f"/{name}")
+
+
+def plot(results: list[drill.DrillResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(9, 2.2 * len(results)), squeeze=False)
+    for ax, res in zip(axes[:, 0], results, strict=True):
+        t = np.array([s.start - res.fault_at for s in res.samples])
+        ms = np.array([s.latency_s * 1e3 for s in res.samples])
+        ok = np.array([s.status == 200 for s in res.samples])
+        ax.scatter(t[ok], ms[ok], s=4)
+        if (~ok).any():
+            ax.scatter(t[~ok], np.maximum(ms[~ok], 1.0), s=12, c="red", label="failed")
+        for name, at in res.events.items():
+            ax.axvline(at, ls="--", lw=0.8, c="grey")
+            ax.text(at, ax.get_ylim()[1] * 0.9, name.replace("_", " "), fontsize=6, rotation=90)
+        ax.axvline(0, c="red", lw=1)
+        ax.set_yscale("log")
+        ax.set_ylabel("latency ms")
+        label = "Serve defaults" if res.replica.startswith("baseline:") else "orml"
+        ax.set_title(f"{res.deployment} {res.kind} ({label})", fontsize=8)
+    axes[-1, 0].set_xlabel("seconds after the fault (red line)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = parser(__doc__, "OrSolver poison and Etr crash only, no baseline")
+    ap.add_argument("--rate", type=float, default=20.0, help="offered requests per second")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import ray
+    from ray import serve
+
+    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    url = f"http://127.0.0.1:{port}"
+    log("deploying the app (2 replicas per model, fast recovery settings) ...")
+    deploy("fast", fast=True)
+    drills = [("OrSolver", "poison"), ("Etr", "crash")]
+    if not args.quick:
+        drills = [(d, k) for d in ("OrSolver", "Etr") for k in ("poison", "hang", "crash")]
+    results = []
+    for deployment, kind in drills:
+        log(f"drill: {kind} in one {deployment} replica at {args.rate:g} req/s ...")
+        res = drill.run_drill(f"{url}/fast", "fast", deployment, kind, REPLICAS, args.rate)
+        log(f"  {res.row()}")
+        results.append(res)
+    rows = [{"setup": "orml", **r.row()} for r in results]
+    if not args.quick:
+        serve.delete("fast")
+        log("baseline: Ray Serve defaults, poison in one OrSolver replica ...")
+        deploy("base", fast=False)
+        res = drill.run_drill(
+            f"{url}/base", "base", "OrSolver", "poison", REPLICAS, args.rate, timeout_s=120
+        )
+        res.replica = f"baseline:{res.replica}"
+        log(f"  {res.row()}")
+        results.append(res)
+        rows.append({"setup": "serve defaults", **res.row()})
+    serve.shutdown()
+    ray.shutdown()
+
+    write_csv(args.out / "recovery.csv", rows)
+    plot(results, args.out / "recovery.png")
+    cols = list(rows[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        print("| " + " | ".join("-" if r[c] is None else str(r[c]) for c in cols) + " |")
+    poison = [r for r in rows if r["setup"] == "orml" and r["fault"] == "poison"]
+    print(
+        f"\nfailed requests (orml): {sum(r['failed'] for r in rows if r['setup'] == 'orml')}"
+        f" (target 0); poisoned context full capacity: "
+        + ", ".join(f"{r['deployment']} {r['full_capacity_s']} s" for r in poison)
+        + f" (target <= {FULL_CAPACITY_TARGET_S} s)"
+    )
+    if args.json:
+        import json
+
+        args.json.write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Soak: a fixed request rate for N minutes; memory of every Serve process over time, errors.
+
+    python bench/soak.py [--minutes 10] [--rate 20] [--quick] [--json PATH] [--out DIR]
+
+Starts a local Ray and the app (CPU backends, ETR cache in L1) and offers open-loop HTTP load
+(dispatch rounds and ETR calls over 256 distinct bodies, loopback only) for ``--minutes``.
+Every 5 s it samples the resident set size of each Serve process (replicas, proxy,
+controller). After a warm-up (the first fifth of the run, at least 30 s) it reports per process
+the RSS at the end of warm-up, at the end, the growth between them and the fitted trend (MB
+per minute). Target: no process grows more than 5% after warm-up; zero failed requests.
+Writes DIR/soak.csv and DIR/soak.png (RSS over time).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from common import log, parser, write_csv
+
+from serve_app import drill
+from serve_app.builder import build_app
+from serve_app.config import DispatchAppArgs
+
+GROWTH_TARGET = 0.05
+SAMPLE_EVERY_S = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_processes() -> dict[int, str]:
+    """pid -> role ("ServeReplica:orml:Etr", "ProxyActor", "ServeController") of Ray workers."""
+    import psutil
+
+    roles: dict[int, str] = {}
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        title = " ".join(proc.info["cmdline"] or [])
+        for prefix in ("ray::ServeReplica:", "ray::ProxyActor", "ray::ServeController"):
+            if title.startswith(prefix):
+                roles[proc.info["pid"]] = title.split()[0].removeprefix("ray::").split(".")[0]
+    return roles
+
+
+def rss_mb(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return None
+
+
+def plot(times: list[float], series: dict[str, list[float | None]], warm_s: float, path: Path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    minutes = np.array(times) / 60
+    for name, values in series.items():
+        ax.plot(minutes, [np.nan if v is None else v for v in values], label=name, lw=1)
+    ax.axvline(warm_s / 60, ls="--", c="grey", lw=0.8)
+    ax.set_xlabel("minutes (dashed: end of warm-up)")
+    ax.set_ylabel("RSS MB")
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main() -> None:
+    ap = parser(__doc__, "2 minutes instead of --minutes")
+    ap.add_argument("--minutes", type=float, default=10.0, help="how long the load runs")
+    ap.add_argument("--rate", type=float, default=20.0, help="offered requests per second")
+    args = ap.parse_args()
+    minutes = 2.0 if args.quick else args.minutes
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    import ray
+    from ray import serve
+
+    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
+    serve.run(build_app(app_args), name="orml", route_prefix="/")
+    roles = serve_processes()
+    names = {pid: f"{role} ({pid})" for pid, role in roles.items()}
+    log(f"soak: {minutes:g} min at {args.rate:g} req/s; watching {len(roles)} processes")
+
+    load = drill.SteadyLoad(
+        f"http://127.0.0.1:{port}", args.rate, bodies=drill.request_bodies(256)
+    ).start()
+    t0 = time.monotonic()
+    times: list[float] = []
+    series: dict[str, list[float | None]] = {names[p]: [] for p in roles}
+    while (elapsed := time.monotonic() - t0) < minutes * 60:
+        times.append(elapsed)
+        for pid in roles:
+            series[names[pid]].append(rss_mb(pid))
+        if len(times) % 12 == 1:
+            done = len(load.samples)
+            log(f"  {elapsed / 60:4.1f} min: {done} requests, {len(load.failed())} failed")
+        time.sleep(SAMPLE_EVERY_S)
+    samples = load.stop()
+    serve.shutdown()
+    ray.shutdown()
+
+    warm_s = max(30.0, 0.2 * minutes * 60)
+    t = np.array(times)
+    rows = []
+    for name, values in series.items():
+        v = np.array([np.nan if x is None else x for x in values])
+        after = (t >= warm_s) & ~np.isnan(v)
+        if after.sum() < 3:
+            continue
+        start, end = v[after][0], v[after][-1]
+        slope = np.polyfit(t[after] / 60, v[after], 1)[0]
+        rows.append(
+            {
+                "process": name,
+                "rss_after_warmup_mb": round(float(start), 1),
+                "rss_end_mb": round(float(end), 1),
+                "growth_pct": round(float((end - start) / start * 100), 2),
+                "trend_mb_per_min": round(float(slope), 3),
+            }
+        )
+    write_csv(args.out / "soak.csv", rows)
+    plot(times, series, warm_s, args.out / "soak.png")
+    ok = sum(s.status == 200 for s in samples)
+    print(
+        f"requests: {len(samples)} ({len(samples) / (minutes * 60):.1f}/s), failed: "
+        f"{len(samples) - ok}; warm-up {warm_s:.0f} s of {minutes * 60:.0f} s"
+    )
+    print("| process | RSS after warm-up MB | RSS end MB | growth % | trend MB/min |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['process']} | {r['rss_after_warmup_mb']} | {r['rss_end_mb']} | "
+            f"{r['growth_pct']} | {r['trend_mb_per_min']} |"
+        )
+    worst = max((r["growth_pct"] for r in rows), default=0.0)
+    print(f"\nlargest growth after warm-up: {worst:.2f}% (target <= {GROWTH_TARGET * 100:.0f}%)")
+    if args.json:
+        import json
+
+        args.json.write_text(
+            json.dumps(
+                {"rows": rows, "requests": len(samples), "failed": len(samples) - ok}, indent=2
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Fault drills against a running app: steady load, replica census, fault injection.
+
+Shared by the chaos tests (``tests/serve/test_chaos.py``), the recovery drill
+(``bench/recovery.py``) and the soak (``bench/soak.py``). Everything goes over real HTTP to
+a real Serve app; the census reads Serve's own state (controller status and Ray's named actors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from planner import generate_round
+from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
+
+#: What a drill's replicas use instead of Serve's defaults (10 s period, 20 s shutdown): see
+#: README "Operations" for the trade-off. deploy.yaml carries the same numbers.
+FAST_RECOVERY: dict[str, Any] = {
+    "health_check_period_s": 0.5,
+    "health_check_timeout_s": 2.0,
+    "graceful_shutdown_timeout_s": 1.0,
+    "graceful_shutdown_wait_loop_s": 0.1,
+}
+
+
+def request_bodies(n: int = 32, seed: int = 0) -> list[tuple[str, dict[str, Any]]]:
+    """``n`` (path, JSON body) pairs alternating dispatch rounds and ETR calls, all valid."""
+    rng = random.Random(seed)
+    bodies: list[tuple[str, dict[str, Any]]] = []
+    for k in range(n):
+        round_ = generate_round(rng.randint(10, 30), rng.randint(3, 8), seed=seed * 1000 + k)
+        if k % 2 == 0:
+            bodies.append(
+                ("/v1/dispatch", json.loads(DispatchRequest.from_domain(round_).model_dump_json()))
+            )
+        else:
+            orders = [OrderIn.from_domain(o) for o in round_.orders]
+            bodies.append(("/v1/etr", json.loads(EtrRequest(orders=orders).model_dump_json())))
+    return bodies
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One request: start (s since epoch), latency (s), HTTP status (0: no response), path."""
+
+    start: float
+    latency_s: float
+    status: int
+    path: str
+
+
+@dataclass
+class SteadyLoad:
+    """Open-loop load at ``rate`` requests/s (fixed spacing) until stopped.
+
+    Open loop on purpose: the offered load stays the same while a replica fails, so the
+    drill sees the queueing a real fleet would. ``max_in_flight`` bounds memory if the app
+    stops answering altogether (requests over it are counted as failed, status 0).
+    """
+
+    base_url: str
+    rate: float
+    bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=request_bodies)
+    timeout_s: float = 60.0
+    max_in_flight: int = 256
+    samples: list[Sample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> SteadyLoad:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[Sample]:
+        """Stop offering load, wait for the requests in flight, return every sample."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout_s + 10)
+        return sorted(self.samples, key=lambda s: s.start)
+
+    def failed(self) -> list[Sample]:
+        return [s for s in self.samples if s.status != 200]
+
+    async def _run(self) -> None:
+        limits = httpx.Limits(max_connections=self.max_in_flight)
+        async with httpx.AsyncClient(
+            base_url=self.base_url, timeout=self.timeout_s, limits=limits
+        ) as client:
+            in_flight: set[asyncio.Task[None]] = set()
+            period = 1.0 / self.rate
+            next_at = time.perf_counter()
+            k = 0
+            while not self._stop.is_set():
+                path, body = self.bodies[k % len(self.bodies)]
+                k += 1
+                if len(in_flight) >= self.max_in_flight:
+                    self.samples.append(Sample(time.time(), 0.0, 0, path))
+                else:
+                    task = asyncio.create_task(self._one(client, path, body))
+                    in_flight.add(task)
+                    task.add_done_callback(in_flight.discard)
+                next_at += period
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+            if in_flight:
+                await asyncio.wait(in_flight)
+
+    async def _one(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> None:
+        start, t0 = time.time(), time.perf_counter()
+        try:
+            status = (await client.post(path, json=body)).status_code
+        except httpx.HTTPError:
+            status = 0
+        self.samples.append(Sample(start, time.perf_counter() - t0, status, path))
+
+
+def replica_ids(app: str, deployment: str) -> set[str]:
+    """Ids of the deployment's replicas that are registered and alive (Ray named actors)."""
+    import ray
+
+    prefix = f"SERVE_REPLICA::{app}#{deployment}#"
+    return {
+        a["name"][len(prefix) :]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith(prefix)
+    }
+
+
+def running_replicas(app: str, deployment: str) -> int:
+    """How many of the deployment's replicas Serve reports RUNNING (healthy, taking traffic)."""
+    from ray import serve
+
+    status = serve.status().applications[app].deployments[deployment]
+    return int(status.replica_states.get("RUNNING", 0))
+
+
+def inject(base_url: str, deployment: str, kind: str) -> dict[str, Any]:
+    """POST /admin/faults; returns {"deployment", "kind", "replica", "at"}."""
+    r = httpx.post(
+        f"{base_url}/admin/faults", json={"deployment": deployment, "kind": kind}, timeout=30
+    )
+    r.raise_for_status()
+    return r.json()
+
+
+def wait_for(predicate: Any, timeout_s: float, poll_s: float = 0.05) -> float | None:
+    """Poll until ``predicate()`` is true; the wall-clock time it became so, or None."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return time.time()
+        time.sleep(poll_s)
+    return None
+
+
+def watch_recovery(
+    app: str, deployment: str, faulty: str, replicas: int, timeout_s: float
+) -> Iterator[tuple[str, float]]:
+    """Yield (event, wall time) as Serve reacts to a fault in replica ``faulty``, in order seen:
+
+    replica_gone: the faulty replica's actor is no longer alive; serve_detected: Serve reports
+    fewer than ``replicas`` RUNNING; replacement_created: a new replica's actor exists;
+    full_capacity: after serve_detected, ``replicas`` RUNNING again. Stops after full_capacity.
+    """
+    deadline = time.monotonic() + timeout_s
+    before = replica_ids(app, deployment)
+    seen: set[str] = set()
+
+    def first(event: str) -> bool:
+        if event in seen:
+            return False
+        seen.add(event)
+        return True
+
+    while time.monotonic() < deadline:
+        ids = replica_ids(app, deployment)
+        running = running_replicas(app, deployment)
+        now = time.time()
+        if faulty not in ids and first("replica_gone"):
+            yield "replica_gone", now
+        if running < replicas and first("serve_detected"):
+            yield "serve_detected", now
+        if ids - before and first("replacement_created"):
+            yield "replacement_created", now
+        if "serve_detected" in seen and running >= replicas:
+            yield "full_capacity", now
+            return
+        time.sleep(0.02)
+
+
+@dataclass
+class DrillResult:
+    """One injected fault under load: its timeline and every request around it."""
+
+    deployment: str
+    kind: str
+    replica: str
+    fault_at: float  # wall clock, s since epoch
+    events: dict[str, float]  # watch_recovery's events, s after the fault
+    failovers: list[dict[str, Any]]  # the ingress's retried attempts after the fault
+    samples: list[Sample]
+
+    def row(self) -> dict[str, Any]:
+        """The drill table's row (seconds after the fault; None: did not happen)."""
+        after = [s for s in self.samples if s.start >= self.fault_at]
+        retried_at = [f["at"] - self.fault_at for f in self.failovers]
+        gone = self.events.get("replica_gone")
+        # The replica stopped taking work when it first refused (a failover) or died.
+        detected = min([*retried_at[:1], *([gone] if gone is not None else [])], default=None)
+        # No request reached the faulty replica after its last refusal or its death.
+        healthy = max([*retried_at[-1:], *([gone] if gone is not None else [])], default=None)
+        window = [
+            s.latency_s * 1e3
+            for s in after
+            if s.start <= self.fault_at + self.events.get("full_capacity", 0.0)
+        ]
+        return {
+            "deployment": self.deployment,
+            "fault": self.kind,
+            "requests": len(self.samples),
+            "failed": sum(s.status != 200 for s in self.samples),
+            "refused_attempts": len(self.failovers),
+            "detected_s": _round(detected),
+            "serve_detected_s": _round(self.events.get("serve_detected")),
+            "traffic_healthy_s": _round(healthy),
+            "full_capacity_s": _round(self.events.get("full_capacity")),
+            "p50_ms_during": _round(_pct(window, 50), 1),
+            "max_ms_during": _round(max(window, default=None), 1),
+        }
+
+
+def run_drill(
+    base_url: str,
+    app: str,
+    deployment: str,
+    kind: str,
+    replicas: int,
+    rate: float,
+    settle_s: float = 2.0,
+    timeout_s: float = 60.0,
+) -> DrillResult:
+    """Steady load; after ``settle_s`` inject ``kind`` into one replica of ``deployment``;
+    keep the load on until Serve is back to ``replicas`` RUNNING plus ``settle_s``."""
+    from ray import serve
+
+    if wait_for(lambda: running_replicas(app, deployment) >= replicas, timeout_s) is None:
+        raise RuntimeError(f"{deployment} never reached {replicas} running replicas")
+    load = SteadyLoad(base_url, rate).start()
+    time.sleep(settle_s)
+    info = inject(base_url, deployment, kind)
+    fault_at = float(info["at"])
+    events = {
+        name: at - fault_at
+        for name, at in watch_recovery(app, deployment, info["replica"], replicas, timeout_s)
+    }
+    time.sleep(settle_s)
+    samples = load.stop()
+    ingress = serve.get_app_handle(app)
+    failovers = ingress.failover_events.remote(fault_at).result()
+    return DrillResult(deployment, kind, info["replica"], fault_at, events, failovers, samples)
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+
+def _round(v: float | None, digits: int = 3) -> float | None:
+    return None if v is None else round(v, digits)

@@ -1,0 +1,108 @@
+"""Failover: retry a deployment call on another replica when the replica it hit is failing.
+
+Every call the ingress makes is idempotent, which is what makes retrying safe: the model
+replicas are stateless (each call carries the round's arrays, the features or the instance),
+and the answer is a pure function of the arguments (same arrays -> same insertion costs and
+assignment, same features -> same minutes, same instance and seed -> same offline solution).
+A retried call therefore can neither apply anything twice nor answer differently.
+
+What is retried: ``DeviceUnhealthy`` (the replica's guard tripped: poisoned or wedged device),
+``RayActorError`` (the replica process died or its node went away, including
+``ActorUnavailableError``) and, as a last resort, an attempt unanswered after
+``call_timeout_s`` (cancelled first). That timeout includes queueing behind other requests, so
+it is set well above a busy queue's wait: a retry re-enters the queue at the back, and short
+timeouts under load turn into a retry storm. A hung replica is normally caught sooner by its
+own watchdog (``actors.device``): Serve then kills it and its requests fail over as
+``RayActorError``. Bad input (``ValueError``) and overload
+(``BackPressureError``) are not: retrying cannot fix them.
+
+Serve's router picks a replica at random among the two it samples, so a retry soon lands
+elsewhere; the few retries that land on the failing replica again cost one fast refusal each
+(a tripped guard answers at once) until Serve takes it out of the routing table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ray.exceptions import RayActorError
+
+from actors.errors import DeviceUnhealthy
+from actors.metrics import failover_counter
+
+RETRYABLE: tuple[type[BaseException], ...] = (DeviceUnhealthy, RayActorError, TimeoutError)
+
+
+class FailoverExhausted(RuntimeError):
+    """Every attempt within the retry budget failed (answered 503 with Retry-After)."""
+
+    def __init__(self, target: str, attempts: int, last: BaseException) -> None:
+        super().__init__(
+            f"{target}: no healthy replica answered in {attempts} attempts "
+            f"(last error: {type(last).__name__})"
+        )
+        self.target, self.attempts, self.last = target, attempts, last
+
+    def __reduce__(self):  # Python-API callers receive it through Ray
+        return (type(self), (self.target, self.attempts, self.last))
+
+
+@dataclass(frozen=True)
+class FailoverEvent:
+    """One failed attempt that was retried: wall-clock time (s since epoch), call, error."""
+
+    at: float
+    target: str
+    error: str
+
+
+class Failover:
+    """call_timeout_s : per attempt; retry_budget_s : per call, all attempts together (s)."""
+
+    def __init__(self, call_timeout_s: float, retry_budget_s: float, history: int = 1024):
+        self.call_timeout_s = call_timeout_s
+        self.retry_budget_s = retry_budget_s
+        self.events: deque[FailoverEvent] = deque(maxlen=history)
+
+    async def call(
+        self, target: str, make_call: Callable[[], Any], timeout_s: float | None = None
+    ) -> Any:
+        """Await ``make_call()`` (a DeploymentResponse), retrying as the module doc says.
+
+        target : a name for logs and metrics ("OrSolver.candidates"); timeout_s : this call's
+        per-attempt timeout instead of ``call_timeout_s``. Raises FailoverExhausted, or the
+        call's own non-retryable error.
+        """
+        timeout = self.call_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + self.retry_budget_s
+        delay, attempts = 0.01, 0
+        while True:
+            attempts += 1
+            response = make_call()
+            try:
+                return await asyncio.wait_for(_result(response), timeout)
+            except RETRYABLE as exc:
+                if isinstance(exc, TimeoutError):
+                    response.cancel()
+                error = type(exc).__name__
+                if isinstance(exc, DeviceUnhealthy):
+                    error = "DeviceUnhealthy"  # not Ray's wrapper class name
+                self.events.append(FailoverEvent(time.time(), target, error))
+                failover_counter().inc(tags={"target": target, "error": error})
+                if time.monotonic() + delay >= deadline:
+                    raise FailoverExhausted(target, attempts, exc) from exc
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.25)
+
+    def recent(self, since: float = 0.0) -> list[dict[str, Any]]:
+        """Failover events after ``since`` (s since epoch), oldest first."""
+        return [asdict(e) for e in self.events if e.at >= since]
+
+
+async def _result(response: Any) -> Any:
+    return await response

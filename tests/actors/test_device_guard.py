@@ -1,0 +1,116 @@
+"""The device guard and the fault switch, without Ray: each fault is caught by the path meant
+to catch it, and a tripped guard refuses work at once."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from actors.device import DeviceGuard
+from actors.errors import DeviceUnhealthy
+from actors.faults import CRASH_EXIT_CODE, FaultInjectionDisabled, FaultSwitch
+
+
+def make_guard(**kw) -> DeviceGuard:
+    guard = DeviceGuard("cpu", lambda: np.arange(4.0), faults=FaultSwitch(enabled=True), **kw)
+    guard.arm()
+    return guard
+
+
+def test_a_healthy_guard_runs_work_and_passes_checks():
+    guard = make_guard()
+    with guard.watch(1.0):
+        pass
+    guard.check()
+    assert guard.healthy
+
+
+def test_poison_fails_the_request_that_hit_it_and_everything_after():
+    guard = make_guard()
+    guard.faults.inject("poison")
+    with pytest.raises(DeviceUnhealthy, match="cudaErrorIllegalAddress"), guard.watch(1.0):
+        pass  # the work "ran"; the sticky error shows after it
+    assert not guard.healthy and guard.tripped_at is not None
+    t0 = time.perf_counter()
+    with pytest.raises(DeviceUnhealthy), guard.watch(1.0):
+        pytest.fail("a tripped guard must refuse before the work")
+    assert time.perf_counter() - t0 < 0.01
+    with pytest.raises(DeviceUnhealthy):
+        guard.check()
+
+
+def test_poison_without_traffic_is_caught_by_the_probe():
+    guard = make_guard()
+    guard.faults.inject("poison")
+    with pytest.raises(DeviceUnhealthy, match="cudaErrorIllegalAddress"):
+        guard.check()
+
+
+def test_an_error_inside_the_work_is_chained_when_the_device_is_poisoned():
+    guard = make_guard()
+    guard.faults.inject("poison")
+    with pytest.raises(DeviceUnhealthy) as info, guard.watch(1.0):
+        raise RuntimeError("kernel launch failed")
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_an_ordinary_error_leaves_a_healthy_device_healthy():
+    guard = make_guard()
+    with pytest.raises(ValueError), guard.watch(1.0):
+        raise ValueError("bad rows")
+    assert guard.healthy
+
+
+def test_a_wedged_call_is_caught_by_the_watchdog_while_it_still_hangs():
+    guard = make_guard(probe_timeout_s=0.3)
+    guard.faults.inject("hang")
+
+    def request() -> None:
+        with guard.watch(0.2):
+            pass
+
+    threading.Thread(target=request, daemon=True).start()
+    time.sleep(0.3)
+    t0 = time.perf_counter()
+    with pytest.raises(DeviceUnhealthy, match="past its deadline"):
+        guard.check()
+    assert time.perf_counter() - t0 < 0.1  # the check itself never waits on the device
+
+
+def test_a_wedged_device_without_traffic_fails_the_probe_within_its_timeout():
+    guard = make_guard(probe_timeout_s=0.3)
+    guard.faults.inject("hang")
+    t0 = time.perf_counter()
+    with pytest.raises(DeviceUnhealthy, match="did not finish"):
+        guard.check()
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_a_changed_probe_answer_trips():
+    answers = iter([np.arange(4.0), np.arange(4.0) + 1])
+    guard = DeviceGuard("cpu", lambda: next(answers))
+    guard.arm()
+    with pytest.raises(DeviceUnhealthy, match="answer changed"):
+        guard.check()
+
+
+def test_injection_is_refused_unless_enabled():
+    with pytest.raises(FaultInjectionDisabled):
+        FaultSwitch().inject("poison")
+    with pytest.raises(ValueError):
+        FaultSwitch(enabled=True).inject("meteor")
+
+
+def test_crash_exits_the_process_after_acknowledging():
+    code = (
+        "import time; from actors.faults import FaultSwitch\n"
+        "print(FaultSwitch(enabled=True).inject('crash') > 0, flush=True)\n"
+        "time.sleep(5)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == CRASH_EXIT_CODE and proc.stdout.strip() == "True"

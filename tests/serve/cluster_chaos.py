@@ -1,0 +1,102 @@
+"""Node loss on a simulated three-node cluster (run by test_chaos.py in its own process).
+
+    python tests/serve/cluster_chaos.py RESULT.json
+
+Head (controller, proxy, ingress) plus two worker nodes, each with one slot for an OrSolver
+replica and one for an Etr replica, so each worker holds exactly one replica of each. Under
+steady HTTP load, one worker node is removed (its raylet and every process on it die); later a
+fresh worker joins and Serve brings both deployments back to two replicas on it. Writes
+{"requests", "failed", "requests_after_removal", "recovered_on_new_node"} to RESULT.json.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from serve_app import drill
+from serve_app.builder import build_app
+from serve_app.config import DispatchAppArgs
+
+SLOTS = {"or_slot": 1, "etr_slot": 1}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main(result_path: Path) -> None:
+    import ray
+    from ray import serve
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "gcs_server_port": 0,  # a free port, never Ray's default 6379
+            "include_dashboard": False,
+            # Declare a lost node dead after ~1.5 s instead of ~30 s.
+            "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 3},
+        },
+    )
+    workers = [cluster.add_node(num_cpus=1, resources=SLOTS) for _ in range(2)]
+    ray.init(address=cluster.address, log_to_driver=False)
+    port = free_port()
+    serve.start(proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": port})
+    args = DispatchAppArgs(
+        backend="numpy", etr_runtime="onnxruntime", cache={"enabled": False}, resilience={}
+    )
+    options = {
+        "OrSolver": {
+            "num_replicas": 2,
+            "ray_actor_options": {"num_cpus": 0.1, "resources": {"or_slot": 1}},
+        },
+        "Etr": {
+            "num_replicas": 2,
+            "ray_actor_options": {"num_cpus": 0.1, "resources": {"etr_slot": 1}},
+        },
+        "Ingress": {"ray_actor_options": {"num_cpus": 0.1}},
+        "OfflineSolver": {"ray_actor_options": {"num_cpus": 0.1}},
+    }
+    for name in ("OrSolver", "Etr"):
+        options[name].update(drill.FAST_RECOVERY)
+    serve.run(build_app(args, options), name="orml", route_prefix="/")
+    url = f"http://127.0.0.1:{port}"
+
+    load = drill.SteadyLoad(url, rate=6.0).start()
+    time.sleep(2.0)
+    removed_at = time.time()
+    cluster.remove_node(workers[0])
+    # One replica of each is left; the app must keep answering on it.
+    time.sleep(6.0)
+    cluster.add_node(num_cpus=1, resources=SLOTS)
+    recovered = drill.wait_for(
+        lambda: all(drill.running_replicas("orml", d) >= 2 for d in ("OrSolver", "Etr")), 120
+    )
+    time.sleep(1.0)
+    samples = load.stop()
+    result = {
+        "requests": len(samples),
+        "failed": sum(s.status != 200 for s in samples),
+        "failed_statuses": sorted({s.status for s in samples if s.status != 200}),
+        "requests_after_removal": sum(s.start > removed_at for s in samples),
+        "recovered_on_new_node": recovered is not None,
+        "recovered_after_s": None if recovered is None else round(recovered - removed_at, 2),
+    }
+    result_path.write_text(json.dumps(result))
+    print(json.dumps(result))
+    serve.shutdown()
+    ray.shutdown()
+    cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
