@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,42 @@ from etr import load_artifact, load_runtime
 from etr.runtime import check_features
 
 
+def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: float) -> None:
+    """Refuse a batch size whose profiled memory exceeds the budget; cap CuPy's pool on a GPU.
+
+    The need is the replica's profile (``placement.profiles``: measured for this device and
+    runtime, else the scaled estimate) at ``max_batch`` rows. Raises ValueError naming both
+    numbers, which fails the deployment's reconfigure with that message.
+    """
+    from placement.profiles import ProfileSet
+
+    root = Path(__file__).resolve().parents[1] / "profiles"
+    device_type = "CPU-2core" if device == "cpu" else _gpu_type_name()
+    need = ProfileSet.load(root).get("etr", device_type).memory_mb(max_batch)
+    if need > budget_mb:
+        raise ValueError(
+            f"max_batch_size {max_batch} needs {need:.0f} MiB on {device_type}, over the "
+            f"memory_budget_mb {budget_mb:.0f}"
+        )
+    if device.startswith("cuda"):
+        import cupy
+
+        cupy.get_default_memory_pool().set_limit(size=int(budget_mb * 2**20))
+
+
+def _gpu_type_name() -> str:
+    import pynvml
+
+    from placement.inventory import catalog_name
+
+    pynvml.nvmlInit()
+    try:
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+    finally:
+        pynvml.nvmlShutdown()
+    return catalog_name(name.decode() if isinstance(name, bytes) else name)
+
+
 class EtrUserConfig(BaseModel):
     """Runtime knobs of the ETR deployment (Serve ``user_config``)."""
 
@@ -33,6 +70,11 @@ class EtrUserConfig(BaseModel):
         0.002, ge=0.0, le=1.0, description="How long a batch waits to fill, seconds."
     )
     batching: bool = Field(True, description="False runs every request on its own (baseline).")
+    memory_budget_mb: float | None = Field(
+        None,
+        gt=0,
+        description="Device memory this replica may use (set by `orml plan`); None: no limit.",
+    )
 
 
 @serve.deployment(name="Etr", ray_actor_options={"num_cpus": 0.5})
@@ -70,7 +112,15 @@ class EtrDeployment:
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``; raises pydantic.ValidationError naming a bad field."""
-        self.config = EtrUserConfig(**user_config)
+        config = EtrUserConfig(**user_config)
+        if config.memory_budget_mb is not None:
+            enforce_memory_budget(
+                self.runtime.device,
+                self.runtime.name,
+                config.max_batch_size,
+                config.memory_budget_mb,
+            )
+        self.config = config
         self._batched.set_max_batch_size(self.config.max_batch_size)
         self._batched.set_batch_wait_timeout_s(self.config.batch_wait_timeout_s)
 

@@ -1,0 +1,116 @@
+"""Measure a servable model's profile on this machine's device and write it as JSON.
+
+    python -m placement.profiler or_solver [--backend auto] [--riders 300 --orders 100]
+    python bench/etr.py --profiles profiles          (the ETR runtimes)
+
+The OR solver's unit of work is one dispatch round of the given size (it is not batched):
+latency is candidates + assignment, p50/p99 over repeats. Memory: on a GPU the CUDA context
+(pynvml's per-process usage before any array, minus nothing), the kernels' workspace (CuPy
+pool high-water mark after a round); on the CPU the process RSS before and after, so the whole
+pipeline runs here. Writes profiles/or_solver/<device>-<backend>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _rss_mb() -> float:
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> dict:
+    from domain import DispatchWeights
+    from kernels.backend import module_for, resolve_backend
+    from planner import generate_round
+    from planner.dispatch_round import assign_and_insert, price_candidates, round_arrays
+
+    backend = resolve_backend(backend)
+    xp = module_for(backend)
+    before = _rss_mb()
+    context_mb = 0.0
+    if backend == "cupy":
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+        xp.zeros(1).sum()  # creates the context
+        procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+        context_mb = sum(p.usedGpuMemory for p in procs if p.pid == os.getpid()) / 2**20
+    weights = DispatchWeights()
+    _, arrays = round_arrays(generate_round(riders, orders, seed=1))
+    dev = arrays.to(xp)
+    times = []
+    for k in range(repeats + 2):
+        t0 = time.perf_counter()
+        first = price_candidates(dev, weights)
+        assign_and_insert(dev, weights, first=first)
+        if k >= 2:  # two warm-ups (kernel compile on a GPU)
+            times.append((time.perf_counter() - t0) * 1e3)
+    if backend == "cupy":
+        workspace_mb = xp.get_default_memory_pool().total_bytes() / 2**20
+        device_type = _gpu_type()
+    else:
+        workspace_mb = max(0.0, _rss_mb() - before)
+        context_mb = before
+        device_type = "CPU-2core"
+    return {
+        "model": "or_solver",
+        "device_type": device_type,
+        "runtime": backend,
+        "measured": dt.date.today().isoformat(),
+        "basis": f"one {riders}x{orders} round per call, candidates + assignment",
+        "context_mb": round(context_mb, 1),
+        "weights_mb": 0.0,
+        "workspace_mb": round(workspace_mb, 1),
+        "per_row_kb": 0.0,
+        "points": [
+            {
+                "batch": 1,
+                "p50_ms": round(float(np.median(times)), 3),
+                "p99_ms": round(float(np.percentile(times, 99)), 3),
+            }
+        ],
+    }
+
+
+def _gpu_type() -> str:
+    import pynvml
+
+    from placement.inventory import catalog_name
+
+    pynvml.nvmlInit()
+    name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+    return catalog_name(name.decode() if isinstance(name, bytes) else name)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Measure a model's profile on this device.")
+    ap.add_argument("model", choices=["or_solver"])
+    ap.add_argument("--backend", default="auto")
+    ap.add_argument("--riders", type=int, default=300)
+    ap.add_argument("--orders", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--out", type=Path, default=ROOT / "profiles")
+    args = ap.parse_args()
+    prof = profile_or_solver(args.backend, args.riders, args.orders, args.repeats)
+    device = "cpu" if prof["device_type"] == "CPU-2core" else prof["device_type"].lower()
+    path = args.out / "or_solver" / f"{device}-{prof['runtime']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(prof, indent=2) + "\n")
+    print(f"{path}: p50 {prof['points'][0]['p50_ms']} ms, workspace {prof['workspace_mb']} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""Placement: inputs validated at the edge, plans that never over-commit a card and meet their
+targets in the simulator, a Serve config that Serve accepts, and a replica that keeps its
+memory budget."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from placement.emit import emit_config
+from placement.inventory import PlacementInputError, load_demand, load_inventory
+from placement.packer import PLANNERS, PlacementInfeasible
+from placement.profiles import ProfileSet, load_profile
+from placement.simulate import simulate
+from placement.synthetic import demand_mix, mixed_inventory, model_zoo
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "placement"
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("nodes: [{name: a, gpus: [{type: T4, count: 0}]}]", "nodes[0].gpus[0].count"),
+        ("nodes: [{name: a, gpus: [{type: V900, count: 1}]}]", "unknown GPU type 'V900'"),
+        ("nodes: [{name: a, gpus: [{type: T4, count: 1, colour: red}]}]", "colour"),
+        ("nodes: []", "nodes"),
+        ("nodes: [{name: a, gpus: [", "not valid YAML"),
+    ],
+)
+def test_bad_inventory_names_file_and_field(tmp_path, text, field):
+    path = tmp_path / "inv.yaml"
+    path.write_text(text)
+    with pytest.raises(PlacementInputError, match=r"inv\.yaml") as info:
+        load_inventory(path)
+    assert field in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("model", "field"),
+    [
+        ({"deployment": "Etr", "profile": "etr", "p99_ms": 10}, "models[0].rate_rps"),
+        ({"deployment": "Etr", "profile": "etr", "rate_rps": -1, "p99_ms": 10}, "rate_rps"),
+        (
+            {
+                "deployment": "Etr",
+                "profile": "etr",
+                "rate_rps": 1,
+                "p99_ms": 10,
+                "burst_factor": 0.5,
+            },
+            "burst_factor",
+        ),
+    ],
+)
+def test_bad_demand_names_the_field(tmp_path, model, field):
+    path = tmp_path / "demand.yaml"
+    path.write_text(yaml.safe_dump({"models": [model]}))
+    with pytest.raises(PlacementInputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        load_demand(path)
+
+
+def test_profiles_measured_and_estimated_are_told_apart():
+    profiles = ProfileSet.load(ROOT / "profiles")
+    cpu = profiles.get("etr", "CPU-2core")
+    assert not cpu.estimate and cpu.measured
+    t4 = profiles.get("etr", "T4")
+    assert t4.estimate and "scaled from CPU-2core" in t4.basis
+    assert t4.context_mb == 300  # the T4's CUDA context, not the CPU process
+    assert t4.latency_ms(64) < cpu.latency_ms(64)
+    assert load_profile(ROOT / "profiles/or_solver/cpu-numpy.json").points[0].batch == 1
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    n_models=st.integers(2, 8),
+    scale=st.sampled_from([0.2, 0.5, 1.0]),
+    counts=st.fixed_dictionaries(
+        {"T4": st.integers(0, 6), "A10": st.integers(1, 6), "A100-80GB": st.integers(0, 3)}
+    ),
+    method=st.sampled_from(["milp", "heuristic"]),
+)
+def test_plans_never_over_commit_and_meet_their_targets(seed, n_models, scale, counts, method):
+    zoo = model_zoo(n_models, seed)
+    demand = demand_mix(zoo, seed, scale)
+    inventory = mixed_inventory({k: v for k, v in counts.items() if v})
+    try:
+        plan = PLANNERS[method](inventory, demand, zoo)
+    except PlacementInfeasible:
+        return  # too few cards for this demand: refusing is right
+    plan.check()
+    for card_id, reps in plan.by_card().items():
+        card = plan.cards[card_id]
+        assert sum(r.config.share for r in reps) <= 1 + 1e-9
+        assert sum(r.config.memory_mb for r in reps) <= card.type.memory_mb
+        assert all(r.config.gpu_type == card.type.name for r in reps)
+    result = simulate(plan, demand, zoo, duration_s=8.0, seed=seed)
+    assert result.worst_attainment >= 0.99, result.deployments
+
+
+def test_milp_uses_fewer_cards_than_first_fit_decreasing():
+    zoo = model_zoo(8, 3)
+    demand = demand_mix(zoo, 3, 0.5)
+    inventory = mixed_inventory({"T4": 8, "A10": 8, "A100-80GB": 4, "H100": 2})
+    ours = PLANNERS["milp"](inventory, demand, zoo)
+    ffd = PLANNERS["ffd"](inventory, demand, zoo)
+    assert ours.optimal and ours.cards_used() < ffd.cards_used()
+
+
+def test_emitted_config_is_a_valid_serve_config_the_app_accepts():
+    from ray.serve.schema import ServeDeploySchema
+
+    from actors.etr_model import EtrUserConfig
+    from serve_app.config import DispatchAppArgs
+
+    profiles = ProfileSet.load(ROOT / "profiles")
+    inventory = load_inventory(EXAMPLES / "inventory.yaml")
+    demand = load_demand(EXAMPLES / "demand.yaml")
+    plan = PLANNERS["milp"](inventory, demand, profiles)
+    base = yaml.safe_load((ROOT / "deploy.yaml").read_text())
+    config = emit_config(plan, base)
+    app = ServeDeploySchema.model_validate(config).applications[0]
+    DispatchAppArgs(**app.args)
+    by_name = {d["name"]: d for d in config["applications"][0]["deployments"]}
+    for name, cfg in plan.configs().items():
+        d = by_name[name]
+        assert d["num_replicas"] == sum(r.config.deployment == name for r in plan.replicas)
+        assert d["ray_actor_options"]["num_gpus"] == cfg.share
+        assert d["ray_actor_options"]["accelerator_type"] in {"T4", "L4", "A10", "A100", "H100"}
+        assert "autoscaling_config" not in d
+    EtrUserConfig(**by_name["Etr"]["user_config"])
+
+
+def test_orml_plan_writes_the_config_and_refuses_bad_files(tmp_path):
+    out = tmp_path / "planned.yaml"
+    args = ["--inventory", str(EXAMPLES / "inventory.yaml"), "--demand"]
+    ok = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "plan",
+            *args,
+            str(EXAMPLES / "demand.yaml"),
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert yaml.safe_load(out.read_text())["applications"][0]["name"] == "orml"
+    bad = tmp_path / "demand.yaml"
+    bad.write_text("models: [{deployment: Etr, profile: etr, rate_rps: 10}]")
+    err = subprocess.run(
+        [sys.executable, "-m", "cli.main", "plan", *args, str(bad), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert err.returncode == 2 and "p99_ms" in err.stderr and err.stderr.count("\n") == 1
+
+
+def test_an_etr_replica_refuses_a_batch_over_its_memory_budget():
+    from actors.etr_model import EtrDeployment
+
+    replica = EtrDeployment.func_or_class(None, "onnxruntime")
+    replica.reconfigure({"max_batch_size": 64, "memory_budget_mb": 4096})
+    with pytest.raises(ValueError, match="memory_budget_mb 10"):
+        replica.reconfigure({"max_batch_size": 4096, "memory_budget_mb": 10})
+    assert replica.config.max_batch_size == 64  # the refused config did not apply
