@@ -179,3 +179,22 @@ def test_an_etr_replica_refuses_a_batch_over_its_memory_budget():
     with pytest.raises(ValueError, match="memory_budget_mb 10"):
         replica.reconfigure({"max_batch_size": 4096, "memory_budget_mb": 10})
     assert replica.config.max_batch_size == 64  # the refused config did not apply
+
+
+@pytest.mark.serve
+def test_an_emitted_plan_lands_on_the_planned_gpu_types(tmp_path):
+    """ray.cluster_utils.Cluster: a T4 node and an A10 node; each replica's node, read through
+    Ray's state API, has the accelerator type the plan chose for it."""
+    import json
+
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("cluster_placement.py")), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert len(result["replicas"]) == result["expected_replicas"] > 0, result
+    assert all(r["landed"] == r["planned"] for r in result["replicas"]), result
