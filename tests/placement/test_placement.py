@@ -4,6 +4,7 @@ memory budget."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -77,7 +78,7 @@ def test_profiles_measured_and_estimated_are_told_apart():
     assert load_profile(ROOT / "profiles/or_solver/cpu-numpy.json").points[0].batch == 1
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, derandomize=True, database=None)
 @given(
     seed=st.integers(0, 10_000),
     n_models=st.integers(2, 8),
@@ -102,7 +103,11 @@ def test_plans_never_over_commit_and_meet_their_targets(seed, n_models, scale, c
         assert sum(r.config.memory_mb for r in reps) <= card.type.memory_mb
         assert all(r.config.gpu_type == card.type.name for r in reps)
     result = simulate(plan, demand, zoo, duration_s=8.0, seed=seed)
-    assert result.worst_attainment >= 0.99, result.deployments
+    for outcome in result.deployments.values():
+        # Plans sit right at their p99: allow the simulation's sampling error (3 standard
+        # errors of a 99% proportion over this many requests), not more.
+        slack = 3 * math.sqrt(0.01 * 0.99 / max(outcome.requests, 1))
+        assert outcome.attainment >= 0.99 - slack, result.deployments
 
 
 def test_milp_uses_fewer_cards_than_first_fit_decreasing():
