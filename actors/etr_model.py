@@ -32,10 +32,11 @@ def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: 
     runtime, else the scaled estimate) at ``max_batch`` rows. Raises ValueError naming both
     numbers, which fails the deployment's reconfigure with that message.
     """
+    from placement.inventory import local_gpu_type
     from placement.profiles import ProfileSet
 
     root = Path(__file__).resolve().parents[1] / "profiles"
-    device_type = "CPU-2core" if device == "cpu" else _gpu_type_name()
+    device_type = "CPU-2core" if device == "cpu" else local_gpu_type()
     need = ProfileSet.load(root).get("etr", device_type).memory_mb(max_batch)
     if need > budget_mb:
         raise ValueError(
@@ -46,19 +47,6 @@ def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: 
         import cupy
 
         cupy.get_default_memory_pool().set_limit(size=int(budget_mb * 2**20))
-
-
-def _gpu_type_name() -> str:
-    import pynvml
-
-    from placement.inventory import catalog_name
-
-    pynvml.nvmlInit()
-    try:
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-    finally:
-        pynvml.nvmlShutdown()
-    return catalog_name(name.decode() if isinstance(name, bytes) else name)
 
 
 class EtrUserConfig(BaseModel):

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -29,17 +28,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser, write_csv
+from common import free_port, log, parser, write_csv
 
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, RedisL2, cache_key
 from etr import load_artifact, load_runtime
 from etr.dataset import load_deliveries
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_redis() -> tuple[subprocess.Popen, str]:

@@ -15,14 +15,13 @@ poisoned OrSolver replica. Writes DIR/recovery.csv and DIR/recovery.png (request
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import log, parser, write_csv
+from common import free_port, log, parser, write_csv
 
 from serve_app import drill
 from serve_app.builder import build_app
@@ -30,12 +29,6 @@ from serve_app.config import DispatchAppArgs
 
 REPLICAS = 2
 FULL_CAPACITY_TARGET_S = 3.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def deploy(name: str, fast: bool) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import statistics
 import sys
 import time
@@ -24,19 +23,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser, write_csv
+from common import free_port, log, parser, write_csv
 
 from etr import features_from_orders, load_artifact, load_runtime
 from planner import dispatch_round, generate_round
 from serve_app.schemas import DispatchRequest, OrderIn
 
 P99_TARGET_MS = 100.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}

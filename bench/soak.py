@@ -13,7 +13,6 @@ Writes DIR/soak.csv and DIR/soak.png (RSS over time).
 
 from __future__ import annotations
 
-import socket
 import sys
 import time
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import log, parser, write_csv
+from common import free_port, log, parser, write_csv
 
 from serve_app import drill
 from serve_app.builder import build_app
@@ -29,12 +28,6 @@ from serve_app.config import DispatchAppArgs
 
 GROWTH_TARGET = 0.05
 SAMPLE_EVERY_S = 5.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def serve_processes() -> dict[int, str]:

@@ -175,6 +175,18 @@ def discover_inventory() -> Inventory:
     return _parse(Inventory, {"nodes": nodes}, Path("<discovered>"))
 
 
+def local_gpu_type(index: int = 0) -> str:
+    """The catalogue type of this machine's GPU ``index`` (read with pynvml)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    try:
+        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
+    finally:
+        pynvml.nvmlShutdown()
+    return catalog_name(name.decode() if isinstance(name, bytes) else name)
+
+
 def catalog_name(nvml_name: str) -> str:
     """Map an NVML device name ("NVIDIA H100 80GB HBM3") to a catalogue type ("H100")."""
     upper = nvml_name.upper()

@@ -60,7 +60,9 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
             times.append((time.perf_counter() - t0) * 1e3)
     if backend == "cupy":
         workspace_mb = xp.get_default_memory_pool().total_bytes() / 2**20
-        device_type = _gpu_type()
+        from placement.inventory import local_gpu_type
+
+        device_type = local_gpu_type()
     else:
         workspace_mb = max(0.0, _rss_mb() - before)
         context_mb = before
@@ -83,16 +85,6 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
             }
         ],
     }
-
-
-def _gpu_type() -> str:
-    import pynvml
-
-    from placement.inventory import catalog_name
-
-    pynvml.nvmlInit()
-    name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
-    return catalog_name(name.decode() if isinstance(name, bytes) else name)
 
 
 def main() -> None:

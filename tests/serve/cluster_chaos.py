@@ -12,7 +12,6 @@ fresh worker joins and Serve brings both deployments back to two replicas on it.
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from pathlib import Path
@@ -22,14 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from serve_app import drill
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
+from tests.serve.conftest import free_port
 
 SLOTS = {"or_slot": 1, "etr_slot": 1}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def main(result_path: Path) -> None:
