@@ -2,6 +2,7 @@
 
 from domain.geo import EARTH_RADIUS_M, LatLng, LocalProjection, haversine_m
 from domain.types import (
+    MIN_SPEED_MPS,
     Assignment,
     CostBreakdown,
     DispatchPlan,
@@ -18,6 +19,7 @@ from domain.types import (
 
 __all__ = [
     "EARTH_RADIUS_M",
+    "MIN_SPEED_MPS",
     "Assignment",
     "CostBreakdown",
     "DispatchPlan",

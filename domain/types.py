@@ -93,11 +93,15 @@ class Route:
         return len(self.stops)
 
 
+MIN_SPEED_MPS = 0.1  # a courier slower than 10 cm/s is a data error, not a courier
+
+
 @dataclass(frozen=True, slots=True)
 class Rider:
     """A courier with a current position and the route it is committed to.
 
-    speed_mps : travel speed, metres per second (> 0).
+    speed_mps : travel speed, metres per second (>= MIN_SPEED_MPS; slower would round to 0 in the
+        kernels' float32 and make every travel time infinite).
     capacity : box capacity in the orders' size units (> 0).
     orders : the orders on ``route`` (each one's pickup and drop-off, or only the drop-off when the
         order is in ``picked_up``).
@@ -117,8 +121,10 @@ class Rider:
         if not self.id:
             raise ValueError("rider id must be a non-empty string")
         _finite("speed_mps", self.speed_mps)
-        if self.speed_mps <= 0:
-            raise ValueError(f"rider {self.id}: speed_mps must be > 0, got {self.speed_mps!r}")
+        if self.speed_mps < MIN_SPEED_MPS:
+            raise ValueError(
+                f"rider {self.id}: speed_mps must be >= {MIN_SPEED_MPS}, got {self.speed_mps!r}"
+            )
         _finite("capacity", self.capacity)
         if self.capacity <= 0:
             raise ValueError(f"rider {self.id}: capacity must be > 0, got {self.capacity!r}")

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from domain import (
+    MIN_SPEED_MPS,
     DispatchPlan,
     DispatchRound,
     DispatchWeights,
@@ -102,7 +103,9 @@ class StopIn(_Model):
 class RiderIn(_Model):
     id: Id
     position: Position
-    speed_mps: float = Field(gt=0, le=50, description="Travel speed, metres per second.")
+    speed_mps: float = Field(
+        ge=MIN_SPEED_MPS, le=50, description="Travel speed, metres per second."
+    )
     capacity: float = Field(gt=0, le=10_000, description="Box capacity, order size units.")
     route: list[StopIn] = Field(default_factory=list, description="Committed stops, in order.")
     orders: list[OrderIn] = Field(default_factory=list, description="The orders on the route.")

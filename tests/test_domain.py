@@ -117,3 +117,12 @@ def test_projection_error_within_20_km_is_as_documented(lat0, bound):
         if true > 100:
             worst = max(worst, abs(planar - true) / true)
     assert worst < bound
+
+
+def test_a_rider_slower_than_the_minimum_speed_is_refused():
+    """1e-121 m/s is > 0 but rounds to 0 in float32: every travel time would be infinite."""
+    from domain import MIN_SPEED_MPS
+
+    with pytest.raises(ValueError, match=r"speed_mps must be >= 0\.1"):
+        Rider("r", LatLng(31.2, 121.4), 1.7e-121, 3.0)
+    assert Rider("r", LatLng(31.2, 121.4), MIN_SPEED_MPS, 3.0).speed_mps == MIN_SPEED_MPS
