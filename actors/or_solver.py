@@ -16,7 +16,7 @@ from actors.device import DeviceGuard, exit_soon
 from actors.faults import FaultSwitch, replica_id
 from domain import DispatchWeights
 from kernels.backend import module_for, resolve_backend, to_numpy
-from kernels.insertion_costs import Insertions
+from kernels.insertion_costs import Insertions, warm_up_in_background
 from planner import generate_round
 from planner.dispatch_round import Assigned, RoundArrays, assign_and_insert, price_candidates
 from planner.dispatch_round import round_arrays as pack_arrays
@@ -57,6 +57,8 @@ class OrSolverDeployment:
             probe_timeout_s=probe_timeout_s,
             on_trip=exit_soon if exit_on_device_fault else None,
         )
+        if self.backend == "numpy":
+            warm_up_in_background()  # the compiled CPU build; the array loop answers until then
         self.guard.arm()  # also warms the kernels (and compiles the CUDA module on a GPU)
         assign_and_insert(self._probe, self._weights)  # and the assignment path (SciPy import)
 

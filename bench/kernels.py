@@ -1,9 +1,10 @@
 """Benchmark the OR kernels: insertion evaluations per second and full-round latency.
 
 One evaluation = one (rider, order, pickup position, drop-off position) placement priced.
-Baselines measured in the same run: the plain-Python reference (on a random sample of pairs,
-since it prices ~10^4 placements a second; its rate is per placement, so sampling is fair), and
-NumPy for CuPy when a GPU is present.
+CPU methods measured in the same run: the compiled twin of the CUDA kernel (``jit``, the CPU
+default) and the NumPy array loop (``loop``); baselines: the plain-Python reference (on a random
+sample of pairs, since it prices ~10^4 placements a second; its rate is per placement, so
+sampling is fair), and both CPU methods for CuPy when a GPU is present.
 
     python bench/kernels.py [--quick] [--json PATH] [--out DIR]
 
@@ -53,15 +54,17 @@ def bench_size(n_riders: int, n_orders: int, repeats: int, ref_pairs: int, log) 
     evals = placements(packed.routes) * n_orders
     row: dict = {"size": f"{n_riders}x{n_orders}", "evaluations": evals}
 
-    insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT)  # warm-up
+    for method in ("jit", "loop"):
+        insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT, method=method)
 
-    def price() -> None:
-        insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT)
+        def price(method: str = method) -> None:
+            insertion_costs(packed.routes, packed.orders, late_weight=LATE_WEIGHT, method=method)
 
-    t = statistics.median(time_it(price, repeats))
-    row["numpy_s"] = t
-    row["numpy_evals_per_s"] = evals / t
-    log(f"  numpy {row['size']}: {t * 1000:.1f} ms median of {repeats}")
+        t = statistics.median(time_it(price, repeats))
+        row[f"{method}_s"] = t
+        row[f"{method}_evals_per_s"] = evals / t
+        log(f"  {method} {row['size']}: {t * 1000:.1f} ms median of {repeats}")
+    row["jit_vs_loop"] = row["loop_s"] / row["jit_s"]
 
     rng = np.random.default_rng(0)
     k = min(ref_pairs, n_riders * n_orders)
@@ -72,7 +75,7 @@ def bench_size(n_riders: int, n_orders: int, repeats: int, ref_pairs: int, log) 
     reference_insertion_costs(sub_r, sub_o, late_weight=LATE_WEIGHT, pairs=True)
     t_ref = time.perf_counter() - t0
     row["reference_evals_per_s"] = placements(sub_r) / t_ref
-    row["numpy_vs_reference"] = row["numpy_evals_per_s"] / row["reference_evals_per_s"]
+    row["jit_vs_reference"] = row["jit_evals_per_s"] / row["reference_evals_per_s"]
     log(f"  reference {row['size']}: {k} sampled pairs in {t_ref:.2f} s")
 
     if cupy_available():
@@ -88,7 +91,8 @@ def bench_size(n_riders: int, n_orders: int, repeats: int, ref_pairs: int, log) 
         t_gpu = statistics.median(time_it(on_gpu, max(repeats, 5)))
         row["cupy_s"] = t_gpu
         row["cupy_evals_per_s"] = evals / t_gpu
-        row["cupy_vs_numpy"] = t / t_gpu
+        row["cupy_vs_jit"] = row["jit_s"] / t_gpu
+        row["cupy_vs_loop"] = row["loop_s"] / t_gpu
         log(f"  cupy {row['size']}: {t_gpu * 1000:.2f} ms")
     return row
 
@@ -129,7 +133,11 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4))
     sizes = [r["size"] for r in rows]
     x = np.arange(len(sizes))
-    series = [("reference_evals_per_s", "Python reference"), ("numpy_evals_per_s", "NumPy")]
+    series = [
+        ("reference_evals_per_s", "Python reference"),
+        ("loop_evals_per_s", "NumPy array loop"),
+        ("jit_evals_per_s", "compiled CPU twin"),
+    ]
     if "cupy_evals_per_s" in rows[0]:
         series.append(("cupy_evals_per_s", "CuPy (CUDA kernel)"))
     width = 0.8 / len(series)
@@ -158,22 +166,24 @@ def main() -> None:
 
     print("\ninsertion_costs (median; reference rate sampled on random pairs)")
     head = (
-        f"{'size':>10} {'evaluations':>12} {'numpy ms':>9} {'numpy ev/s':>11} "
-        f"{'ref ev/s':>9} {'numpy/ref':>9}"
+        f"{'size':>10} {'evaluations':>12} {'jit ms':>8} {'loop ms':>8} {'jit/loop':>8} "
+        f"{'jit ev/s':>9} {'ref ev/s':>9} {'jit/ref':>8}"
     )
     if "cupy_s" in rows[0]:
-        head += f" {'cupy ms':>8} {'cupy/numpy':>10}"
+        head += f" {'cupy ms':>8} {'cupy/jit':>8} {'cupy/loop':>9}"
     print(head)
     for r in rows:
         line = (
-            f"{r['size']:>10} {r['evaluations']:>12,} {r['numpy_s'] * 1000:>9.1f} "
-            f"{r['numpy_evals_per_s']:>11.3g} {r['reference_evals_per_s']:>9.3g} "
-            f"{r['numpy_vs_reference']:>9.0f}x"
+            f"{r['size']:>10} {r['evaluations']:>12,} {r['jit_s'] * 1000:>8.1f} "
+            f"{r['loop_s'] * 1000:>8.1f} {r['jit_vs_loop']:>7.1f}x {r['jit_evals_per_s']:>9.3g} "
+            f"{r['reference_evals_per_s']:>9.3g} {r['jit_vs_reference']:>7.0f}x"
         )
         if "cupy_s" in r:
-            line += f" {r['cupy_s'] * 1000:>8.2f} {r['cupy_vs_numpy']:>9.1f}x"
+            line += (
+                f" {r['cupy_s'] * 1000:>8.2f} {r['cupy_vs_jit']:>7.1f}x {r['cupy_vs_loop']:>8.1f}x"
+            )
         print(line)
-    print("\ndispatch_round, NumPy, all pairs (median ms per stage)")
+    print("\ndispatch_round, CPU (NumPy backend), all pairs (median ms per stage)")
     keys = [k for k in round_rows[0] if k.endswith("_ms")]
     print(f"{'round':>9} {'improve':>7} " + " ".join(f"{k:>12}" for k in keys))
     for r in round_rows:

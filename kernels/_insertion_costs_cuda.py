@@ -1,8 +1,15 @@
-"""The CuPy launcher of ``insertion_costs.cu`` (imported only when CuPy inputs arrive)."""
+"""The CuPy launcher of ``insertion_costs.cu`` (imported only when CuPy inputs arrive).
+
+The kernel's arguments are bound by name: ``kernel_parameters`` reads the parameter list from the
+``.cu`` source itself and ``launch_arguments`` supplies a value for each name, so the two files
+cannot drift apart silently (a test checks the names on any machine, GPU or not).
+"""
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
+from types import ModuleType
 from typing import Any
 
 from kernels.arrays import OrderArrays, RouteArrays
@@ -10,6 +17,47 @@ from kernels.arrays import OrderArrays, RouteArrays
 _BLOCK = 128
 # No fused multiply-add: the kernel must round exactly like the NumPy loop.
 NVRTC_OPTIONS = ("--fmad=false", "-std=c++14")
+KERNEL_NAME = "orml_insertion_costs"
+
+
+@lru_cache(maxsize=1)
+def kernel_parameters() -> tuple[str, ...]:
+    """Parameter names of ``orml_insertion_costs`` in the ``.cu`` source, in order."""
+    from kernels.insertion_costs import CUDA_SOURCE
+
+    source = CUDA_SOURCE.read_text()
+    match = re.search(rf"__global__\s+void\s+{KERNEL_NAME}\s*\(([^)]*)\)", source)
+    if match is None:
+        raise RuntimeError(f"{CUDA_SOURCE} has no __global__ {KERNEL_NAME}")
+    return tuple(p.split()[-1].lstrip("*") for p in match.group(1).split(","))
+
+
+def launch_arguments(
+    routes: RouteArrays,
+    orders: OrderArrays,
+    ctx: Any,
+    late_weight: float,
+    pairs: bool,
+    outputs: dict[str, Any],
+    xp: ModuleType,
+) -> list[Any]:
+    """Kernel arguments in the ``.cu`` parameter order; KeyError names a missing one."""
+    c = xp.ascontiguousarray
+    values: dict[str, Any] = {
+        **{name: c(getattr(ctx, name)) for name in ctx.__dataclass_fields__},
+        **{
+            name: c(getattr(routes, name))
+            for name in ("speed", "capacity", "n_stops", "insert_limit")
+        },
+        "n_routes": xp.int32(routes.shape[0]),
+        "n_slots": xp.int32(routes.shape[1]),
+        **{name: c(getattr(orders, name)) for name in orders.__dataclass_fields__},
+        "n_orders": xp.int32(len(orders)),
+        "pairs": xp.int32(1 if pairs else 0),
+        "late_weight": xp.float32(late_weight),
+        **outputs,
+    }
+    return [values[name] for name in kernel_parameters()]
 
 
 @lru_cache(maxsize=1)
@@ -19,7 +67,7 @@ def _kernel() -> Any:
     from kernels.insertion_costs import CUDA_SOURCE
 
     module = cupy.RawModule(code=CUDA_SOURCE.read_text(), options=NVRTC_OPTIONS)
-    return module.get_function("orml_insertion_costs")
+    return module.get_function(KERNEL_NAME)
 
 
 def insertion_costs_cuda(
@@ -30,55 +78,22 @@ def insertion_costs_cuda(
 
     from kernels.insertion_costs import Insertions
 
-    n_routes, n_slots = routes.shape
-    n_orders = len(orders)
-    total = n_routes if pairs else n_routes * n_orders
-    shape = (n_routes,) if pairs else (n_routes, n_orders)
-    out_cost = cupy.empty(shape, cupy.float32)
-    out_travel = cupy.empty(shape, cupy.float32)
-    out_late = cupy.empty(shape, cupy.float32)
-    out_arr = cupy.empty(shape, cupy.float32)
-    out_i = cupy.empty(shape, cupy.int32)
-    out_j = cupy.empty(shape, cupy.int32)
-    if total == 0:
-        return Insertions(out_cost, out_i, out_j, out_travel, out_late, out_arr)
-    c = cupy.ascontiguousarray
-    args = (
-        c(ctx.node_xy),
-        c(ctx.depart_prev),
-        c(ctx.leg),
-        c(ctx.arrival),
-        c(ctx.cum_wait),
-        c(ctx.soft),
-        c(ctx.hard),
-        c(ctx.soft_min),
-        c(ctx.hard_min),
-        c(ctx.load_before),
-        c(routes.speed),
-        c(routes.capacity),
-        c(routes.n_stops),
-        c(routes.insert_limit),
-        cupy.int32(n_routes),
-        cupy.int32(n_slots),
-        c(orders.pickup_xy),
-        c(orders.dropoff_xy),
-        c(orders.ready),
-        c(orders.pickup_latest),
-        c(orders.due),
-        c(orders.dropoff_latest),
-        c(orders.pickup_service),
-        c(orders.dropoff_service),
-        c(orders.size),
-        c(orders.has_pickup),
-        cupy.int32(n_orders),
-        cupy.int32(1 if pairs else 0),
-        cupy.float32(late_weight),
-        out_cost,
-        out_travel,
-        out_late,
-        out_i,
-        out_j,
+    n_routes = routes.shape[0]
+    total = n_routes if pairs else n_routes * len(orders)
+    shape = (n_routes,) if pairs else (n_routes, len(orders))
+    f32, i32 = cupy.float32, cupy.int32
+    outputs = {
+        "out_cost": cupy.empty(shape, f32),
+        "out_travel": cupy.empty(shape, f32),
+        "out_lateness": cupy.empty(shape, f32),
+        "out_arrival": cupy.empty(shape, f32),
+        "out_i": cupy.empty(shape, i32),
+        "out_j": cupy.empty(shape, i32),
+    }
+    if total:
+        args = launch_arguments(routes, orders, ctx, late_weight, pairs, outputs, cupy)
+        _kernel()(((total + _BLOCK - 1) // _BLOCK,), (_BLOCK,), tuple(args))
+    o = outputs
+    return Insertions(
+        o["out_cost"], o["out_i"], o["out_j"], o["out_travel"], o["out_lateness"], o["out_arrival"]
     )
-    grid = ((total + _BLOCK - 1) // _BLOCK,)
-    _kernel()(grid, (_BLOCK,), args)
-    return Insertions(out_cost, out_i, out_j, out_travel, out_late, out_arr)

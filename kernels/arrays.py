@@ -9,6 +9,7 @@ the CUDA kernels check nothing themselves.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from functools import cached_property
 from types import ModuleType
 from typing import Any
 
@@ -46,7 +47,7 @@ class _ArrayBatch:
         """Rows ``index`` (int[K]) of every array, as a new batch."""
         return replace(self, **{f.name: getattr(self, f.name)[index] for f in fields(self)})  # type: ignore[arg-type,type-var]
 
-    @property
+    @cached_property  # arrays are never swapped in place (frozen), so neither is the device
     def xp(self) -> ModuleType:
         return array_module(*(getattr(self, f.name) for f in fields(self)))  # type: ignore[arg-type]
 

@@ -1,8 +1,9 @@
-"""insertion_costs: NumPy loop == brute-force reference == the CUDA source (host harness, GPU)."""
+"""insertion_costs: NumPy loop == compiled CPU twin == brute-force reference == the CUDA source."""
 
 from __future__ import annotations
 
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -47,22 +48,87 @@ def assert_matches_reference(
     tight=st.booleans(),
     w=st.sampled_from([0.0, 1.0, 4.0]),
 )
-def test_numpy_equals_reference_on_random_batches(seed, n_routes, n_orders, n_slots, tight, w):
+@pytest.mark.parametrize("method", ["loop", "jit"])
+def test_cpu_methods_equal_reference_on_random_batches(
+    method, seed, n_routes, n_orders, n_slots, tight, w
+):
     """Adversarial batches (late stops, hard windows, full riders, on-board orders, depots)."""
     routes, orders = random_batch(seed, n_routes, n_orders, n_slots, tight=tight)
-    fast = insertion_costs(routes, orders, late_weight=w)
+    fast = insertion_costs(routes, orders, late_weight=w, method=method)
     assert fast.cost.shape == (n_routes, n_orders) and fast.cost.dtype == np.float32
     assert fast.pickup_pos.dtype == np.int32
     assert_matches_reference(fast, routes, orders, w, pairs=False)
 
 
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 8), tight=st.booleans())
-def test_pairs_mode_equals_reference(seed, n, tight):
+@pytest.mark.parametrize("method", ["loop", "jit"])
+def test_pairs_mode_equals_reference(method, seed, n, tight):
     """Pair p prices order p against route p only."""
     routes, orders = random_batch(seed, n, n, 6, tight=tight)
-    fast = insertion_costs(routes, orders, late_weight=2.0, pairs=True)
+    fast = insertion_costs(routes, orders, late_weight=2.0, pairs=True, method=method)
     assert fast.cost.shape == (n,)
     assert_matches_reference(fast, routes, orders, 2.0, pairs=True)
+
+
+@pytest.mark.parametrize("seed", range(16))
+@pytest.mark.parametrize("pairs", [False, True])
+def test_jit_twin_is_bit_exact_with_the_numpy_loop(seed, pairs):
+    """The compiled twin rounds exactly like the array loop (serial and thread-pool sizes)."""
+    n_routes = 9 if pairs else (11 if seed % 4 else 700)  # 700 x 9 pairs: the parallel build
+    routes, orders = random_batch(seed, n_routes, 9, 1 + seed % 9, tight=seed % 2 == 0)
+    loop = insertion_costs(routes, orders, late_weight=3.0, pairs=pairs, method="loop")
+    jit = insertion_costs(routes, orders, late_weight=3.0, pairs=pairs, method="jit")
+    for f in FIELDS:
+        assert np.array_equal(getattr(loop, f), getattr(jit, f)), f
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_route_context_twin_equals_numpy(seed):
+    from kernels._insertion_costs_jit import route_context_jit
+    from kernels.insertion_costs import RouteContext, route_context
+
+    routes, _ = random_batch(seed, 13, 1, 1 + seed, tight=seed % 2 == 0)
+    want, got = route_context(routes), route_context_jit(routes)
+    for f in RouteContext.__dataclass_fields__:
+        assert np.array_equal(getattr(want, f), getattr(got, f)), f
+
+
+def test_cuda_launcher_binds_every_kernel_parameter_by_name():
+    """Runs without a GPU: the launcher's values line up with the .cu signature."""
+    from kernels._insertion_costs_cuda import kernel_parameters, launch_arguments
+    from kernels.insertion_costs import route_context
+
+    params = kernel_parameters()
+    assert params[:2] == ("node_xy", "depart_prev") and params[-1] == "out_j"
+    routes, orders = random_batch(3, 4, 5, 6)
+    outputs = {n: np.empty((4, 5), np.float32) for n in params if n.startswith("out_")}
+    args = launch_arguments(routes, orders, route_context(routes), 2.0, False, outputs, np)
+    assert len(args) == len(params)
+    bound = dict(zip(params, args, strict=True))
+    assert np.array_equal(bound["dropoff_ready"], orders.dropoff_ready)
+    assert np.array_equal(bound["insert_limit"], routes.insert_limit)
+    assert bound["out_arrival"] is outputs["out_arrival"]
+    assert int(bound["n_orders"]) == 5 and float(bound["late_weight"]) == 2.0
+
+
+def test_a_zero_speed_gives_the_loops_answer_in_the_twin_not_an_exception():
+    """Unreachable from the API (MIN_SPEED_MPS), but a kernel must not raise where NumPy and
+    CUDA divide by zero into inf (the fuzzer once found a speed that rounded to 0 in float32)."""
+    routes, orders = random_batch(2, 4, 3, 5)
+    routes.speed[0] = 0.0
+    with np.errstate(all="ignore"):
+        loop = insertion_costs(routes, orders, late_weight=2.0, method="loop")
+        jit = insertion_costs(routes, orders, late_weight=2.0, method="jit")
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(loop, f), getattr(jit, f), err_msg=f)
+
+
+def test_unknown_or_misplaced_method_is_refused():
+    routes, orders = random_batch(1, 3, 2, 4)
+    with pytest.raises(ValueError, match="unknown method"):
+        insertion_costs(routes, orders, late_weight=1.0, method="fast")
+    with pytest.raises(ValueError, match="does not run on numpy"):
+        insertion_costs(routes, orders, late_weight=1.0, method="cuda")
 
 
 def test_two_thread_split_gives_the_same_answer():
@@ -103,8 +169,7 @@ def test_empty_route_takes_pickup_then_dropoff():
 def test_order_bigger_than_every_box_is_infeasible_everywhere():
     """All-infeasible: +inf cost and -1 positions."""
     routes, orders = random_batch(3, 5, 4, 4)
-    big = OrderArrays(**{**orders.__dict__, "size": np.full(4, 1000.0, np.float32)})
-    big = OrderArrays(**{**big.__dict__, "has_pickup": np.ones(4, bool)})
+    big = replace(orders, size=np.full(4, 1000.0, np.float32), has_pickup=np.ones(4, bool))
     got = insertion_costs(routes, big, late_weight=1.0)
     assert np.all(np.isinf(got.cost)) and np.all(got.pickup_pos == -1)
 
@@ -118,7 +183,7 @@ def test_zero_orders_and_zero_routes():
 
 def test_bad_inputs_raise_value_errors_naming_the_array():
     routes, orders = random_batch(5, 3, 2, 4)
-    bad = RouteArrays(**{**routes.__dict__, "speed": routes.speed.astype(np.float64)})
+    bad = replace(routes, speed=routes.speed.astype(np.float64))
     with pytest.raises(ValueError, match="speed must be float32"):
         insertion_costs(bad, orders, late_weight=1.0)
     with pytest.raises(ValueError, match="late_weight"):
