@@ -6,7 +6,7 @@ OR-Tools pins protobuf < 6.34 and Ray needs >= 7.35, so run this in its own envi
 solver needs no Ray):
 
     python -m venv .venv-bench
-    .venv-bench/bin/pip install numpy scipy pydantic pydantic-settings pyyaml msgpack \
+    .venv-bench/bin/pip install numpy scipy numba pydantic pydantic-settings pyyaml msgpack \
         matplotlib ortools==9.15.6755
     .venv-bench/bin/pip install --no-deps -e .
     .venv-bench/bin/python bench/pdptw.py

@@ -8,17 +8,27 @@ is added distance (``late_weight`` 0). Opening a vehicle adds ``vehicle_cost``, 
 hierarchical objective (vehicles, then distance) drives every choice.
 
 * Construction: regret-2 insertion over all routes plus one empty vehicle.
-* Improvement until the time limit (or ``iterations``): remove requests (random, a string of
-  consecutive stops, or a whole small route, which is what cuts vehicles), reinsert by regret,
-  keep the result if it is no worse (vehicles, distance) than the current one, with a small
-  chance of accepting a slightly worse distance to escape local minima.
+* Vehicle elimination (up to ``VEHICLE_SHARE`` of the budget): take the smallest route's
+  requests out into a pool and run ruin and recreate with the fleet capped at one vehicle
+  fewer; a step is kept when the pool does not grow (then by distance). An empty pool is a
+  solution with one vehicle fewer, and the next route goes. An attempt that makes no
+  progress for ``patience`` steps ends the phase.
+* Distance (the rest of the budget): ruin and recreate at a fixed fleet with simulated
+  annealing (temperature falling geometrically with the budget spent); half of the recreates
+  are greedy in random order instead of regret, for diversity (without them the long-route
+  lc2/lr2 instances stall 8-16% above the best known).
 
-Seeded: the same seed, backend and iteration count give the same answer.
+Ruins, each picked at random: adjacent strings of stops cut from several routes near a seed
+(the SISR idea, Christiaens & Vanden Berghe 2020), the requests most related to a seed (close
+pickups and close deliveries: Shaw removal), or random requests. Recreate is regret-2
+insertion, pricing every route-request pair on the kernel and re-pricing only the changed route.
+
+Seeded: the same seed, backend and ``iterations`` give the same answer (progress is then
+measured in steps, not seconds).
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from dataclasses import dataclass
 
@@ -42,8 +52,9 @@ class Solution:
 
 
 def route_distance(inst: Instance, route: list[int]) -> float:
-    path = [0, *route, 0]
-    return float(sum(np.hypot(*(inst.xy[a] - inst.xy[b])) for a, b in itertools.pairwise(path)))
+    """Depot -> route -> depot, unrounded Euclidean."""
+    path = inst.xy[[0, *route, 0]]
+    return float(np.hypot(*np.diff(path, axis=0).T).sum())
 
 
 def pack_routes(inst: Instance, routes: list[list[int]]) -> RouteArrays:
@@ -52,18 +63,21 @@ def pack_routes(inst: Instance, routes: list[list[int]]) -> RouteArrays:
     ra = RouteArrays.empty(len(routes), n_slots)
     ra.start_xy[:] = inst.xy[0]
     ra.start_time[:] = inst.earliest[0]
-    ra.speed[:] = 1.0
     ra.capacity[:] = inst.capacity
+    n = np.array([len(r) for r in routes], dtype=np.int32)
+    # Every route as task ids padded with the depot (0): the depot end sits at slot n[k].
+    stops = np.zeros((len(routes), n_slots), dtype=np.int64)
     for k, route in enumerate(routes):
-        n = len(route)
-        stops = np.array([*route, 0], dtype=np.int64)
-        ra.stop_xy[k, : n + 1] = inst.xy[stops]
-        ra.stop_ready[k, :n] = inst.earliest[stops[:n]]
-        ra.stop_latest[k, : n + 1] = inst.latest[stops] - _EPS
-        ra.stop_service[k, :n] = inst.service[stops[:n]]
-        ra.stop_load[k, :n] = inst.demand[stops[:n]]
-        ra.n_stops[k] = n + 1
-        ra.insert_limit[k] = n
+        stops[k, : n[k]] = route
+    task = np.arange(n_slots)[None, :] < n[:, None]
+    used = np.arange(n_slots)[None, :] <= n[:, None]
+    ra.stop_xy[:] = inst.xy[stops]
+    ra.stop_ready[:] = np.where(task, inst.earliest[stops], -np.inf)
+    ra.stop_latest[:] = np.where(used, inst.latest[stops] - _EPS, np.inf)
+    ra.stop_service[:] = np.where(task, inst.service[stops], 0)
+    ra.stop_load[:] = np.where(task, inst.demand[stops], 0)
+    ra.n_stops[:] = n + 1
+    ra.insert_limit[:] = n
     return ra.check()
 
 
@@ -91,8 +105,14 @@ def regret_insert(
     requests: list[int],
     vehicle_cost: float,
     rng: np.random.Generator,
+    max_vehicles: int | None = None,
+    greedy: bool = False,
 ) -> tuple[list[list[int]], list[int]]:
     """Insert requests (indices into ``inst.pairs``) by regret-2; returns (routes, left over).
+
+    No more than ``max_vehicles`` (default: the instance's fleet) routes are used; what fits
+    nowhere is left over. ``greedy`` inserts in the given order instead, each request at its
+    cheapest place: weaker than regret alone, but it reaches solutions regret never builds.
 
     The cost matrix [routes (+ one empty vehicle), requests] is priced once; after each
     insertion only the changed route's row is priced again (the others are unchanged), and the
@@ -108,7 +128,8 @@ def regret_insert(
         ins = insertion_costs(pack_routes(inst, rows), orders, late_weight=0.0)
         return ins.cost.astype(np.float64), ins.pickup_pos, ins.dropoff_pos
 
-    has_empty = len(routes) < inst.vehicles
+    fleet = inst.vehicles if max_vehicles is None else min(max_vehicles, inst.vehicles)
+    has_empty = len(routes) < fleet
     cost, pos_i, pos_j = price(routes + ([[]] if has_empty else []))
     if has_empty:
         cost[-1] += vehicle_cost
@@ -121,9 +142,13 @@ def regret_insert(
         ordered = np.sort(sub, axis=0)
         best = ordered[0]
         second = ordered[1] if sub.shape[0] > 1 else np.full_like(best, np.inf)
-        regret = np.where(np.isfinite(best), np.minimum(second - best, 1e12), -np.inf)
-        # Highest regret first; ties broken by a seeded jitter so runs are reproducible.
-        pick = int(live[np.argmax(regret + rng.random(len(live)) * 1e-6)])
+        with np.errstate(invalid="ignore"):  # inf - inf where nothing fits: masked just below
+            regret = np.where(np.isfinite(best), np.minimum(second - best, 1e12), -np.inf)
+        if greedy:
+            pick = int(live[np.argmax(np.isfinite(best))])
+        else:
+            # Highest regret first; ties broken by a seeded jitter so runs are reproducible.
+            pick = int(live[np.argmax(regret + rng.random(len(live)) * 1e-6)])
         r = int(np.argmin(cost[:, pick]))
         i, j = int(pos_i[r, pick]), int(pos_j[r, pick])
         p, d = (int(x) for x in inst.pairs[todo[pick]])
@@ -136,7 +161,7 @@ def regret_insert(
         else:
             routes[r] = new
         row_c, row_i, row_j = price([new])
-        if opened and len(routes) < inst.vehicles:
+        if opened and len(routes) < fleet:
             # The empty vehicle became route r; a fresh empty one prices as the old one did.
             cost = np.vstack([cost[:r], row_c, cost[r:]])
             pos_i = np.vstack([pos_i[:r], row_i, pos_i[r:]])
@@ -147,63 +172,193 @@ def regret_insert(
     return routes, left
 
 
+VEHICLE_SHARE = 0.5  # of the budget, at most, spent cutting vehicles
+RUIN_MEAN = 10  # requests a ruin removes on average (SISR's c-bar)
+STRING_MAX = 10  # longest string cut from one route (SISR's L-max)
+GREEDY_SHARE = 0.5  # of distance steps that recreate greedily, in random order, not by regret
+
+
 def _objective(inst: Instance, routes: list[list[int]]) -> tuple[int, float]:
     return len([r for r in routes if r]), sum(route_distance(inst, r) for r in routes)
 
 
-def _remove(
-    inst: Instance, routes: list[list[int]], rng: np.random.Generator, pair_of: dict[int, int]
-) -> tuple[list[list[int]], list[int]]:
-    kind = rng.choice(["random", "string", "route"], p=[0.4, 0.4, 0.2])
-    n_req = len(inst.pairs)
-    if kind == "route" and len(routes) > 1:
-        sizes = np.array([len(r) for r in routes], dtype=np.float64)
-        weights = 1.0 / sizes
-        victim = int(rng.choice(len(routes), p=weights / weights.sum()))
-        removed = sorted({pair_of[t] for t in routes[victim]})
-    elif kind == "string":
-        r = int(rng.integers(len(routes)))
-        start = int(rng.integers(len(routes[r])))
-        length = int(rng.integers(2, 11))
-        removed = sorted({pair_of[t] for t in routes[r][start : start + length]})
-    else:
-        q = int(rng.integers(2, max(3, min(16, n_req // 4))))
-        removed = sorted(rng.choice(n_req, size=min(q, n_req), replace=False).tolist())
-    tasks = {int(t) for k in removed for t in inst.pairs[k]}
-    return [[t for t in r if t not in tasks] for r in routes], removed
+@dataclass(frozen=True)
+class _Ruins:
+    """What the ruins read: the request of every task, and requests ordered by relatedness."""
+
+    pairs: np.ndarray  # int64[P, 2], as in the instance
+    pair_of: dict[int, int]
+    related: np.ndarray  # int64[P, P]: row k = requests by pickup + delivery distance to k
+
+    @classmethod
+    def of(cls, inst: Instance) -> _Ruins:
+        p, d = inst.xy[inst.pairs[:, 0]], inst.xy[inst.pairs[:, 1]]
+        dist = np.hypot(*(p[:, None] - p[None]).transpose(2, 0, 1)) + np.hypot(
+            *(d[:, None] - d[None]).transpose(2, 0, 1)
+        )
+        pair_of = {int(t): k for k, pair in enumerate(inst.pairs) for t in pair}
+        return cls(inst.pairs, pair_of, np.argsort(dist, axis=1, kind="stable"))
+
+    def strings(self, routes: list[list[int]], rng: np.random.Generator) -> set[int]:
+        """SISR: strings of adjacent stops from routes visited in order of a seed's neighbours."""
+        lengths = [len(r) for r in routes if r]
+        l_max = min(STRING_MAX, float(np.mean(lengths)))
+        k_max = 4 * RUIN_MEAN / (1 + l_max) - 1
+        n_strings = int(rng.uniform(1, k_max + 1))
+        route_of = {t: k for k, r in enumerate(routes) for t in r}
+        removed: set[int] = set()
+        cut: set[int] = set()
+        seed = int(rng.integers(len(self.related)))
+        for req in self.related[seed]:
+            if len(cut) >= n_strings:
+                break
+            task = int(self.pairs[req, 0])
+            k = route_of.get(task)
+            if k is None or k in cut:
+                continue
+            route = routes[k]
+            length = int(rng.integers(1, min(l_max, len(route)) + 1))
+            at = route.index(task)
+            start = int(rng.integers(max(0, at - length + 1), min(at, len(route) - length) + 1))
+            removed.update(self.pair_of[t] for t in route[start : start + length])
+            cut.add(k)
+        return removed
+
+    def related_to_seed(self, rng: np.random.Generator, n: int) -> set[int]:
+        """Shaw: a random request and the n-1 requests nearest to it, pickup and delivery."""
+        seed = int(rng.integers(len(self.related)))
+        return {int(k) for k in self.related[seed][:n]}
+
+    def ruin(
+        self, routes: list[list[int]], rng: np.random.Generator
+    ) -> tuple[list[list[int]], list[int]]:
+        n_req = len(self.related)
+        n = int(rng.integers(max(1, RUIN_MEAN // 2), min(2 * RUIN_MEAN, n_req) + 1))
+        kind = rng.random()
+        if kind < 0.5:
+            removed = self.strings(routes, rng)
+        elif kind < 0.8:
+            removed = self.related_to_seed(rng, n)
+        else:
+            removed = {int(k) for k in rng.choice(n_req, size=min(n, n_req), replace=False)}
+        gone = {int(t) for t in self.pairs[sorted(removed)].ravel()}
+        return [[t for t in r if t not in gone] for r in routes], sorted(removed)
+
+
+class _Clock:
+    """Progress in [0, 1]: time spent over the limit, or steps over ``iterations`` if given."""
+
+    def __init__(self, time_limit_s: float, iterations: int | None) -> None:
+        self.t0 = time.perf_counter()
+        self.limit = time_limit_s
+        self.iterations = iterations
+        self.steps = 0
+
+    def progress(self) -> float:
+        if self.iterations is not None:
+            return min(1.0, self.steps / max(1, self.iterations))
+        return min(1.0, (time.perf_counter() - self.t0) / self.limit)
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() - self.t0 >= self.limit or (
+            self.iterations is not None and self.steps >= self.iterations
+        )
+
+
+def _eliminate_vehicles(
+    inst: Instance,
+    routes: list[list[int]],
+    ruins: _Ruins,
+    rng: np.random.Generator,
+    clock: _Clock,
+    vehicle_cost: float,
+) -> list[list[int]]:
+    """Cut vehicles one at a time while the phase's share of the budget lasts."""
+    best = [r for r in routes if r]
+    demand = float(inst.demand[inst.demand > 0].sum())
+    floor = max(1, int(np.ceil(demand / inst.capacity - 1e-9)))
+    patience = max(200, 4 * len(inst.pairs))
+    while len(best) > floor and clock.progress() < VEHICLE_SHARE and not clock.out_of_time():
+        fleet = len(best) - 1
+        sizes = np.array([len(r) for r in best], dtype=np.float64)
+        victim = int(rng.choice(len(best), p=(1 / sizes) / (1 / sizes).sum()))
+        pool = sorted({ruins.pair_of[t] for t in best[victim]})
+        current = [r for k, r in enumerate(best) if k != victim]
+        current, pool = regret_insert(inst, current, pool, vehicle_cost, rng, fleet)
+        cur_dist = _objective(inst, current)[1]
+        stale = 0
+        while pool and stale < patience and clock.progress() < VEHICLE_SHARE:
+            if clock.out_of_time():  # with ``iterations`` given, progress counts steps, not time
+                break
+            clock.steps += 1
+            stale += 1
+            partial, removed = ruins.ruin(current, rng)
+            cand, left = regret_insert(inst, partial, removed + pool, vehicle_cost, rng, fleet)
+            dist = _objective(inst, cand)[1]
+            if len(left) < len(pool) or (len(left) == len(pool) and dist <= cur_dist * 1.02):
+                if len(left) < len(pool):
+                    stale = 0
+                current, pool, cur_dist = cand, left, dist
+        if pool:
+            break
+        best = [r for r in current if r]
+    return best
+
+
+def _improve_distance(
+    inst: Instance,
+    routes: list[list[int]],
+    ruins: _Ruins,
+    rng: np.random.Generator,
+    clock: _Clock,
+    vehicle_cost: float,
+) -> list[list[int]]:
+    """Ruin and recreate at a fixed fleet; simulated annealing on distance."""
+    current = best = routes
+    fleet = len(routes)
+    cur = best_dist = _objective(inst, routes)[1]
+    # Temperatures in distance units, from three average legs down to a hundredth of one
+    # (tuned on the Li & Lim 100-task set at 10 s: see docs/benchmarks.md).
+    leg = cur / max(1, inst.n_tasks + fleet)
+    t_hot, t_cold = 3.0 * leg, 0.01 * leg
+    start = clock.progress()
+    while not clock.out_of_time():
+        clock.steps += 1
+        partial, removed = ruins.ruin(current, rng)
+        greedy = rng.random() < GREEDY_SHARE
+        if greedy:
+            removed = [int(k) for k in rng.permutation(removed)]
+        cand, left = regret_insert(inst, partial, removed, vehicle_cost, rng, fleet, greedy)
+        if left:
+            continue
+        dist = _objective(inst, cand)[1]
+        frac = (clock.progress() - start) / max(1e-9, 1 - start)
+        temp = t_hot * (t_cold / t_hot) ** frac
+        if dist < cur - temp * np.log(rng.random()):
+            current, cur = cand, dist
+            if dist < best_dist:
+                best, best_dist = cand, dist
+    return [r for r in best if r]
 
 
 def solve(
     inst: Instance, *, time_limit_s: float, seed: int = 0, iterations: int | None = None
 ) -> Solution:
     """Solve within ``time_limit_s`` (and at most ``iterations`` improvement steps)."""
-    t0 = time.perf_counter()
+    clock = _Clock(time_limit_s, iterations)
     rng = np.random.default_rng(seed)
     vehicle_cost = 10.0 * float(np.ptp(inst.xy, axis=0).sum()) * max(1, inst.n_tasks)
-    pair_of = {int(t): k for k, pair in enumerate(inst.pairs) for t in pair}
     routes, left = regret_insert(inst, [], list(range(len(inst.pairs))), vehicle_cost, rng)
-    current = best = routes
-    cur_obj = best_obj = _objective(inst, routes)
-    done = 0
-    while not left and time.perf_counter() - t0 < time_limit_s:
-        if iterations is not None and done >= iterations:
-            break
-        done += 1
-        partial, removed = _remove(inst, current, rng, pair_of)
-        cand, rest = regret_insert(inst, partial, removed, vehicle_cost, rng)
-        if rest:
-            continue
-        obj = _objective(inst, cand)
-        worse_ok = obj[0] == cur_obj[0] and obj[1] < cur_obj[1] * 1.01 and rng.random() < 0.05
-        if obj <= cur_obj or worse_ok:
-            current, cur_obj = cand, obj
-            if obj < best_obj:
-                best, best_obj = cand, obj
+    if not left and inst.pairs.size:
+        ruins = _Ruins.of(inst)
+        routes = _eliminate_vehicles(inst, routes, ruins, rng, clock, vehicle_cost)
+        routes = _improve_distance(inst, routes, ruins, rng, clock, vehicle_cost)
+    vehicles, distance = _objective(inst, routes)
     return Solution(
-        routes=[r for r in best if r],
-        vehicles=best_obj[0],
-        distance=best_obj[1],
+        routes=[r for r in routes if r],
+        vehicles=vehicles,
+        distance=distance,
         unassigned=sorted({int(t) for k in left for t in inst.pairs[k]}),
-        iterations=done,
-        seconds=time.perf_counter() - t0,
+        iterations=clock.steps,
+        seconds=time.perf_counter() - clock.t0,
     )
