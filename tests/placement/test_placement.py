@@ -203,3 +203,4 @@ def test_an_emitted_plan_lands_on_the_planned_gpu_types(tmp_path):
     result = json.loads(out.read_text())
     assert len(result["replicas"]) == result["expected_replicas"] > 0, result
     assert all(r["landed"] == r["planned"] for r in result["replicas"]), result
+    assert {r["planned"] for r in result["replicas"]} == {"T4", "A10"}, result
