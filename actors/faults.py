@@ -12,7 +12,9 @@ the production path:
   the health probe fail exactly as on a poisoned context.
 - ``hang``: every later device call blocks forever, like a wedged kernel; the guard's watchdog
   must notice.
-- ``crash``: the process exits shortly after acknowledging, like a segfault in a driver.
+- ``crash``: the process exits in its next device call, like a segfault in a driver (or after
+  ``CRASH_FALLBACK_S`` if no call comes). Exiting in the acknowledging call itself would race the
+  reply: on a loaded host the process could die before the caller hears back.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ INJECTED_CUDA_ERROR = "cudaErrorIllegalAddress: an illegal memory access was enc
 #: Exit status of an injected crash (EX_SOFTWARE), recognisable in Ray's logs.
 CRASH_EXIT_CODE = 70
 
+#: An armed crash fires at the next device call, or this many seconds after it was injected.
+CRASH_FALLBACK_S = 2.0
+
 
 @dataclass
 class FaultSwitch:
@@ -47,6 +52,7 @@ class FaultSwitch:
     enabled: bool = False
     poisoned: bool = False
     _hung: threading.Event = field(default_factory=threading.Event)
+    _crash_armed: threading.Event = field(default_factory=threading.Event)
     _never: threading.Event = field(default_factory=threading.Event)
 
     def inject(self, kind: FaultKind | str) -> float:
@@ -65,11 +71,17 @@ class FaultSwitch:
         else:
             from actors.device import exit_soon  # (device imports this module)
 
-            exit_soon(0.05, CRASH_EXIT_CODE)  # after the caller got its acknowledgement
+            self._crash_armed.set()
+            exit_soon(CRASH_FALLBACK_S, CRASH_EXIT_CODE)
         return now
 
     def on_device_call(self) -> None:
-        """Called at the start of every device call: blocks forever once ``hang`` is set."""
+        """Called at the start of every device call: exits the process once ``crash`` is
+        armed, blocks forever once ``hang`` is set."""
+        if self._crash_armed.is_set():
+            import os
+
+            os._exit(CRASH_EXIT_CODE)
         if self._hung.is_set():
             self._never.wait()
 

@@ -106,11 +106,20 @@ def test_injection_is_refused_unless_enabled():
         FaultSwitch(enabled=True).inject("meteor")
 
 
-def test_crash_exits_the_process_after_acknowledging():
+@pytest.mark.parametrize(
+    ("after", "expect_before_s"),
+    [("s.on_device_call()", 1.0), ("time.sleep(10)", 2.0)],
+    ids=["at-next-device-call", "fallback-timer"],
+)
+def test_crash_exits_the_process_after_acknowledging(after, expect_before_s):
     code = (
         "import time; from actors.faults import FaultSwitch\n"
-        "print(FaultSwitch(enabled=True).inject('crash') > 0, flush=True)\n"
-        "time.sleep(5)\n"
+        "s = FaultSwitch(enabled=True)\n"
+        "print(s.inject('crash') > 0, flush=True)\n"
+        f"{after}\n"
+        "print('survived', flush=True)\n"
     )
+    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.returncode == CRASH_EXIT_CODE and proc.stdout.strip() == "True"
+    assert time.monotonic() - t0 < expect_before_s + 5.0  # (interpreter start-up is slack)
