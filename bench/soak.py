@@ -1,6 +1,6 @@
 """Soak: a fixed request rate for N minutes; memory of every Serve process over time, errors.
 
-    python bench/soak.py [--minutes 10] [--rate 20] [--quick] [--json PATH] [--out DIR]
+    python bench/soak.py [--minutes 10] [--rate 20] [--heap] [--quick] [--json PATH] [--out DIR]
 
 Starts a local Ray and the app (CPU backends, ETR cache in L1) and offers open-loop HTTP load
 (dispatch rounds and ETR calls over 256 distinct bodies, loopback only) for ``--minutes``.
@@ -8,7 +8,10 @@ Every 5 s it samples the resident set size of each Serve process (replicas, prox
 controller). After a warm-up (the first fifth of the run, at least 30 s) it reports per process
 the RSS at the end of warm-up, at the end, the growth between them and the fitted trend (MB
 per minute). Target: no process grows more than 5% after warm-up; zero failed requests.
-Writes DIR/soak.csv and DIR/soak.png (RSS over time).
+Writes DIR/soak.csv and DIR/soak.png (RSS over time). ``--heap`` traces the ingress's Python
+heap from the end of warm-up (``serve_app.heap_probe``) and prints the allocation sites that
+grew most, with the traced heap over time (DIR/soak-heap.csv): a leak grows there steadily,
+allocator slack and native memory do not.
 """
 
 from __future__ import annotations
@@ -70,10 +73,27 @@ def plot(times: list[float], series: dict[str, list[float | None]], warm_s: floa
     fig.savefig(path, dpi=120)
 
 
+def print_heap(report: dict, heap: list[dict]) -> None:
+    """The ingress's traced Python heap: its trend, and the sites that grew most."""
+    t = np.array([h["t_s"] for h in heap]) / 60
+    mb = np.array([h["traced_mb"] for h in heap])
+    slope = np.polyfit(t, mb, 1)[0] if len(t) >= 3 else float("nan")
+    print(
+        f"ingress Python heap (tracemalloc, from the end of warm-up): {mb[0]:.2f} -> "
+        f"{mb[-1]:.2f} MB, trend {slope:.3f} MB/min, peak {report['peak_mb']} MB"
+    )
+    print("| allocation site | grew KB | blocks grew | size KB |")
+    print("|---|---|---|---|")
+    for r in report["top"]:
+        where = r["where"].split("site-packages/")[-1]
+        print(f"| {where} | {r['grew_kb']} | {r['count_grew']} | {r['size_kb']} |")
+
+
 def main() -> None:
     ap = parser(__doc__, "2 minutes instead of --minutes")
     ap.add_argument("--minutes", type=float, default=10.0, help="how long the load runs")
     ap.add_argument("--rate", type=float, default=20.0, help="offered requests per second")
+    ap.add_argument("--heap", action="store_true", help="trace the ingress's Python heap")
     args = ap.parse_args()
     minutes = 2.0 if args.quick else args.minutes
     args.out.mkdir(parents=True, exist_ok=True)
@@ -93,6 +113,9 @@ def main() -> None:
     load = drill.SteadyLoad(
         f"http://127.0.0.1:{port}", args.rate, bodies=drill.request_bodies(256)
     ).start()
+    warm_s = max(30.0, 0.2 * minutes * 60)
+    ingress = serve.get_app_handle("orml")
+    heap: list[dict] = []  # the ingress's traced heap over time (--heap)
     t0 = time.monotonic()
     times: list[float] = []
     series: dict[str, list[float | None]] = {names[p]: [] for p in roles}
@@ -100,15 +123,22 @@ def main() -> None:
         times.append(elapsed)
         for pid in roles:
             series[names[pid]].append(rss_mb(pid))
+        if args.heap and elapsed >= warm_s:
+            report = ingress.heap_growth.remote(limit=15).result(timeout_s=60)
+            heap.append({"t_s": round(elapsed, 1), "traced_mb": report["traced_mb"]})
         if len(times) % 12 == 1:
             done = len(load.samples)
-            log(f"  {elapsed / 60:4.1f} min: {done} requests, {len(load.failed())} failed")
+            traced = f", ingress heap {heap[-1]['traced_mb']} MB" if heap else ""
+            log(f"  {elapsed / 60:4.1f} min: {done} requests, {len(load.failed())} failed{traced}")
         time.sleep(SAMPLE_EVERY_S)
     samples = load.stop()
+    if args.heap:
+        report = ingress.heap_growth.remote(limit=15).result(timeout_s=60)
+        write_csv(args.out / "soak-heap.csv", heap)
+        print_heap(report, heap)
     serve.shutdown()
     ray.shutdown()
 
-    warm_s = max(30.0, 0.2 * minutes * 60)
     t = np.array(times)
     rows = []
     for name, values in series.items():

@@ -35,6 +35,7 @@ from serve_app.body_limit import BodyLimit
 from serve_app.config import DispatchAppArgs, Limits
 from serve_app.errors import LimitExceeded
 from serve_app.failover import Failover
+from serve_app.heap_probe import HeapProbe
 from serve_app.schemas import (
     DispatchRequest,
     DispatchResponse,
@@ -102,6 +103,7 @@ class DispatchIngress:
         # The ETR cache sits here, in front of the hop: a hit costs no call to the model.
         self.cache = build_cache(self.args.cache.model_dump())
         self._cache_metrics = CacheMetrics("etr")
+        self._heap = HeapProbe()
 
     async def etr_predict(self, features: np.ndarray) -> np.ndarray:
         """ETR minutes float32[k] for features float32[k, 39], through the result cache."""
@@ -270,6 +272,14 @@ class DispatchIngress:
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)
         )
+
+    def heap_growth(self, limit: int = 20) -> dict[str, Any]:
+        """Handle only (no HTTP route): start tracing this process's Python heap, or report the
+        allocation sites that grew most since; see ``serve_app.heap_probe``."""
+        return self._heap.growth(limit)
+
+    def heap_stop(self) -> None:
+        self._heap.stop()
 
     def failover_events(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Retried attempts after ``since`` (s since epoch): drills read the timeline here."""
