@@ -256,6 +256,20 @@ def _context_all(  # pragma: no cover - compiled
             hard_min[r, q] = min(hard[r, q], hard_min[r, q + 1])
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous read-only view (a copy only where ``a`` is not contiguous).
+
+    Numba compiles one specialisation per argument type, and read-only is part of the type: the
+    arrays a Ray replica receives are read-only (zero-copy deserialisation), those built in
+    process are not. Passing every input read-only means one specialisation, the one
+    ``warm_up`` compiles, instead of a second compile (seconds, GIL held) on a replica's first
+    request.
+    """
+    view = np.ascontiguousarray(a).view()
+    view.flags.writeable = False
+    return view
+
+
 def route_context_jit(routes: RouteArrays) -> Any:
     """``insertion_costs.route_context`` for NumPy arrays, compiled; the same numbers."""
     from kernels.insertion_costs import RouteContext
@@ -270,7 +284,7 @@ def route_context_jit(routes: RouteArrays) -> Any:
             if name != "node_xy"
         },
     }
-    c = np.ascontiguousarray
+    c = _read_only
     _context_all(
         c(routes.start_xy),
         c(routes.start_time),
@@ -323,7 +337,7 @@ def insertion_costs_jit(
     out = [np.empty(total, np.float32) for _ in range(4)] + [
         np.empty(total, np.int32) for _ in range(2)
     ]
-    c = np.ascontiguousarray
+    c = _read_only
     if parallel is None:
         parallel = total * (routes.shape[1] + 1) ** 2 // 2 >= PARALLEL_MIN_PLACEMENTS
     price = _price_parallel if parallel else _price_serial

@@ -93,6 +93,29 @@ def test_route_context_twin_equals_numpy(seed):
         assert np.array_equal(getattr(want, f), getattr(got, f)), f
 
 
+def test_read_only_inputs_need_no_second_compile():
+    """A Ray replica's arrays arrive read-only; they must hit the specialisation warm_up built."""
+    from kernels import _insertion_costs_jit as jit
+
+    jit.warm_up()
+    built = {
+        f: len(f.signatures) for f in (jit._price_serial, jit._price_parallel, jit._context_all)
+    }
+    routes, orders = random_batch(3, 9, 4, 5)
+
+    def read_only(arrays):
+        for f in arrays.__dataclass_fields__:
+            getattr(arrays, f).flags.writeable = False
+        return arrays
+
+    for rs, os_ in ((routes, orders), (read_only(routes), read_only(orders))):
+        for parallel in (False, True):
+            insertion_costs(rs, os_, late_weight=1.0, method="jit")
+            ctx = jit.route_context_jit(rs)
+            jit.insertion_costs_jit(rs, os_, ctx, 1.0, False, parallel)
+    assert {f: len(f.signatures) for f in built} == built
+
+
 def test_cuda_launcher_binds_every_kernel_parameter_by_name():
     """Runs without a GPU: the launcher's values line up with the .cu signature."""
     from kernels._insertion_costs_cuda import kernel_parameters, launch_arguments
