@@ -44,6 +44,18 @@ CUDA_SOURCE = Path(__file__).with_suffix(".cu")
 _jit_warming = threading.Event()
 
 
+def defer_compiled_kernel() -> None:
+    """Price with the array loop ("auto") until ``warm_up_in_background`` has loaded the
+    compiled build: for a process that starts the loader later, off its start-up path."""
+    _jit_warming.set()
+
+
+def compiled_kernel_warming() -> bool:
+    """True from ``defer_compiled_kernel`` or ``warm_up_in_background`` until the compiled CPU
+    build is loaded."""
+    return _jit_warming.is_set()
+
+
 def warm_up_in_background() -> threading.Thread:
     """Load the compiled CPU kernels off the request path; "auto" uses the loop until then.
 

@@ -237,6 +237,28 @@ class DrillResult:
         }
 
 
+def wait_until_warm(app: str, timeout_s: float = 60.0, polls_per_replica: int = 8) -> bool:
+    """Wait until every OrSolver replica has loaded its compiled kernel (a replica loads it in
+    the background after it starts taking traffic), so a drill measures one recovery, not the
+    tail of the previous one. Asks ``ready`` through the router until every replica answered
+    warm; True when they all did in time."""
+    from ray import serve
+
+    handle = serve.get_deployment_handle("OrSolver", app)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = replica_ids(app, "OrSolver")
+        warm = set()
+        for _ in range(polls_per_replica * max(1, len(alive))):
+            state = handle.ready.remote().result(timeout_s=timeout_s)
+            if not state["kernel_warming"]:
+                warm.add(state["replica"])
+        if alive and alive <= warm:
+            return True
+        time.sleep(0.2)
+    return False
+
+
 def run_drill(
     base_url: str,
     app: str,
@@ -253,6 +275,7 @@ def run_drill(
 
     if wait_for(lambda: running_replicas(app, deployment) >= replicas, timeout_s) is None:
         raise RuntimeError(f"{deployment} never reached {replicas} running replicas")
+    wait_until_warm(app, timeout_s)
     load = SteadyLoad(base_url, rate).start()
     time.sleep(settle_s)
     info = inject(base_url, deployment, kind)
