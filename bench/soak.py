@@ -1,6 +1,7 @@
 """Soak: a fixed request rate for N minutes; memory of every Serve process over time, errors.
 
-    python bench/soak.py [--minutes 10] [--rate 20] [--heap] [--quick] [--json PATH] [--out DIR]
+    python bench/soak.py [--minutes 10] [--rate 20] [--heap] [--glibc-arenas] [--quick]
+                         [--json PATH] [--out DIR]
 
 Starts a local Ray and the app (CPU backends, ETR cache in L1) and offers open-loop HTTP load
 (dispatch rounds and ETR calls over 256 distinct bodies, loopback only) for ``--minutes``.
@@ -11,7 +12,8 @@ per minute). Target: no process grows more than 5% after warm-up; zero failed re
 Writes DIR/soak.csv and DIR/soak.png (RSS over time). ``--heap`` traces the ingress's Python
 heap from the end of warm-up (``serve_app.heap_probe``) and prints the allocation sites that
 grew most, with the traced heap over time (DIR/soak-heap.csv): a leak grows there steadily,
-allocator slack and native memory do not.
+allocator slack and native memory do not. Ray's processes get ``serve_app.launch.PROCESS_ENV``
+(two malloc arenas) as ``orml serve`` sets it; ``--glibc-arenas`` leaves glibc's default.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from common import free_port, log, parser, write_csv
 from serve_app import drill
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
+from serve_app.launch import apply_process_env
 
 GROWTH_TARGET = 0.05
 SAMPLE_EVERY_S = 5.0
@@ -94,10 +97,17 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=10.0, help="how long the load runs")
     ap.add_argument("--rate", type=float, default=20.0, help="offered requests per second")
     ap.add_argument("--heap", action="store_true", help="trace the ingress's Python heap")
+    ap.add_argument(
+        "--glibc-arenas",
+        action="store_true",
+        help="leave MALLOC_ARENA_MAX unset (glibc's default) instead of serve_app.launch's 2",
+    )
     args = ap.parse_args()
     minutes = 2.0 if args.quick else args.minutes
     args.out.mkdir(parents=True, exist_ok=True)
 
+    if not args.glibc_arenas:
+        apply_process_env()
     import ray
     from ray import serve
 

@@ -24,7 +24,9 @@ def serve_url() -> Iterator[str]:
     from ray import serve
 
     from serve_app.builder import app_builder
+    from serve_app.launch import apply_process_env
 
+    apply_process_env()  # as `orml serve` runs it
     ray.init(
         address="local",
         num_cpus=4,
