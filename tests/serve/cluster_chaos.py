@@ -24,6 +24,10 @@ from serve_app.config import DispatchAppArgs
 from tests.serve.conftest import free_port
 
 SLOTS = {"or_slot": 1, "etr_slot": 1}
+# The head's own slots: the ingress and the offline solver stay off the workers. Without them
+# the scheduler may put the only Ingress replica on the worker that is removed, and the request
+# it holds then fails at the proxy; that is the loss of the entry point, not what this tests.
+HEAD_SLOTS = {"head_slot": 2}
 
 
 def main(result_path: Path) -> None:
@@ -35,6 +39,7 @@ def main(result_path: Path) -> None:
         initialize_head=True,
         head_node_args={
             "num_cpus": 2,
+            "resources": HEAD_SLOTS,
             "gcs_server_port": 0,  # a free port, never Ray's default 6379
             "include_dashboard": False,
             # Declare a lost node dead after ~1.5 s instead of ~30 s.
@@ -57,8 +62,8 @@ def main(result_path: Path) -> None:
             "num_replicas": 2,
             "ray_actor_options": {"num_cpus": 0.1, "resources": {"etr_slot": 1}},
         },
-        "Ingress": {"ray_actor_options": {"num_cpus": 0.1}},
-        "OfflineSolver": {"ray_actor_options": {"num_cpus": 0.1}},
+        "Ingress": {"ray_actor_options": {"num_cpus": 0.1, "resources": {"head_slot": 1}}},
+        "OfflineSolver": {"ray_actor_options": {"num_cpus": 0.1, "resources": {"head_slot": 1}}},
     }
     for name in ("OrSolver", "Etr"):
         options[name].update(drill.FAST_RECOVERY)
