@@ -15,13 +15,9 @@ from ray import serve
 from actors.device import DeviceGuard, exit_soon
 from actors.faults import FaultSwitch, replica_id
 from domain import DispatchWeights
+from kernels import compiled
 from kernels.backend import module_for, resolve_backend, to_numpy
-from kernels.insertion_costs import (
-    Insertions,
-    compiled_kernel_warming,
-    defer_compiled_kernel,
-    warm_up_in_background,
-)
+from kernels.insertion_costs import Insertions
 from planner import generate_round
 from planner.dispatch_round import Assigned, RoundArrays, assign_and_insert, price_candidates
 from planner.dispatch_round import round_arrays as pack_arrays
@@ -62,11 +58,11 @@ class OrSolverDeployment:
             probe_timeout_s=probe_timeout_s,
             on_trip=exit_soon if exit_on_device_fault else None,
         )
-        self._jit_pending = self.backend == "numpy"  # the compiled CPU build, see check_health
+        self._jit_pending = self.backend == "numpy"  # the compiled CPU builds, see check_health
         if self._jit_pending:
-            defer_compiled_kernel()
+            compiled.defer()
         self.guard.arm()  # also warms the kernels (and compiles the CUDA module on a GPU)
-        assign_and_insert(self._probe, self._weights)  # and the assignment path (SciPy import)
+        assign_and_insert(self._probe, self._weights)  # and the assignment and insertion path
 
     def ready(self) -> dict[str, Any]:
         return {
@@ -75,7 +71,7 @@ class OrSolverDeployment:
             "healthy": self.guard.healthy,
             "reason": self.guard.reason,
             # Answers are the same either way; a warming replica is only slower.
-            "kernel_warming": compiled_kernel_warming(),
+            "kernel_warming": compiled.warming(),
         }
 
     def inject_fault(self, kind: str) -> dict[str, Any]:
@@ -130,6 +126,6 @@ class OrSolverDeployment:
         if self._jit_pending:
             # Loaded once the replica is up, not in __init__: the loader's child process would
             # compete for the CPU with the start of a replacement replica and delay the moment
-            # Serve counts it RUNNING. The array loop answers (bit-identically) until then.
+            # Serve counts it RUNNING. The array loops answer (bit-identically) until then.
             self._jit_pending = False
-            warm_up_in_background()
+            compiled.warm_up_in_background()

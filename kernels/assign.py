@@ -6,14 +6,20 @@ on lateness is already in the cost's +inf.) More than one order per rider in a r
 caller's loop: assign, insert, re-price, assign again (``planner.dispatch_round``), because a
 rider's second order must be priced against the route that includes its first.
 
-Two methods:
+Two algorithms:
 
-* ``"hungarian"`` (CPU, exact): SciPy's ``linear_sum_assignment`` on the cost with infeasible
-  pairs priced above any sum of feasible ones.
+* exact (CPU; the default): the shortest augmenting path method for rectangular problems
+  (Jonker & Volgenant 1987, in the form of Crouse 2016, the one SciPy's
+  ``linear_sum_assignment`` implements) on the cost with infeasible pairs priced above any sum
+  of feasible ones. Two builds with one answer, held bit-equal by ``tests/kernels/test_assign.py``:
+  ``shortest_augmenting_path`` here (NumPy, vectorised over columns) and its Numba twin in
+  ``_assign_jit.py`` (the same steps as a loop; as fast as SciPy on dispatch rounds). Why not
+  SciPy: ``import scipy.optimize`` costs a replica 0.4-0.5 s of its start, which a replacement
+  replica pays while the app is short of capacity; SciPy stays the oracle in the tests.
 * ``"auction"`` (any ``xp``; the on-device method, opt-in until it is measured on a GPU; on
-  NumPy it is far slower than the Hungarian method): Bertsekas' forward auction with epsilon scaling
+  NumPy it is far slower than the exact method): Bertsekas' forward auction with epsilon scaling
   (Jacobi bidding, all unassigned orders bid at once). Each order also has a private "stay
-  unassigned" object at the same high price, so the answer has the Hungarian objective. The
+  unassigned" object at the same high price, so the answer has the exact method's objective. The
   total cost is within ``n_orders * eps`` of the optimum (Bertsekas 1988, eps-complementary
   slackness); ``eps`` defaults to 1e-3 seconds.
 """
@@ -24,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels import compiled
 from kernels.backend import array_module, to_numpy
 
 
@@ -39,8 +46,10 @@ def assign(cost: Any, *, method: str = "auto", eps: float = 1e-3) -> Any:
     """The rider of every order.
 
     cost : float32[R, O]  weighted seconds; +inf where the rider cannot take the order.
-    method : "auto" (= "hungarian": exact, and on a GPU the [R, O] matrix is copied to the host,
-        1.2 MB for 1000 x 300), "hungarian" or "auction" (runs on the input's device).
+    method : "auto" (exact: the compiled build unless it is still loading, see
+        ``kernels.compiled``; on a GPU the [R, O] matrix is copied to the host, 1.2 MB for
+        1000 x 300), "jit" or "loop" (exact, that build), or "auction" (runs on the input's
+        device).
     eps : auction only: final bid increment in cost units; optimality tolerance n_orders * eps.
     Returns int32[O] on the input's device: the rider index, or -1 for unassigned.
     Raises ValueError on a non-2-D cost, NaN costs, or an unknown method.
@@ -51,27 +60,98 @@ def assign(cost: Any, *, method: str = "auto", eps: float = 1e-3) -> Any:
     if bool(xp.isnan(cost).any()):
         raise ValueError("cost contains NaN")
     if method == "auto":
-        method = "hungarian"
-    if method == "hungarian":
-        return xp.asarray(_hungarian(to_numpy(cost)))
+        method = "loop" if compiled.warming() else "jit"
+    if method in ("jit", "loop"):
+        return xp.asarray(_exact(to_numpy(cost), method))
     if method == "auction":
         return auction(cost, eps=eps)
-    raise ValueError(f"unknown method {method!r}: expected 'auto', 'hungarian' or 'auction'")
+    raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit', 'loop' or 'auction'")
 
 
-def _hungarian(cost: np.ndarray) -> np.ndarray:
-    from scipy.optimize import linear_sum_assignment
-
+def _exact(cost: np.ndarray, build: str) -> np.ndarray:
+    """The exact method on a host cost float32[R, O]; int32[O] rider per order or -1."""
     n_riders, n_orders = cost.shape
     rider_of = np.full(n_orders, -1, np.int32)
     if n_riders == 0 or n_orders == 0:
         return rider_of
-    big = _unassigned_price(cost)
     finite = np.isfinite(cost)
-    rows, cols = linear_sum_assignment(np.where(finite, cost.astype(np.float64), big))
+    priced = np.where(finite, cost.astype(np.float64), _unassigned_price(cost))
+    # The method wants no more rows than columns; a row-major copy keeps its row scans
+    # contiguous (a transposed view makes them strided, 3x slower).
+    by_order = n_orders <= n_riders
+    priced = np.ascontiguousarray(priced.T if by_order else priced)
+    if build == "jit":
+        from kernels._assign_jit import shortest_augmenting_path_jit as solve
+    else:
+        solve = shortest_augmenting_path
+    col_of_row = solve(priced)
+    if by_order:
+        rows, cols = col_of_row, np.arange(n_orders)
+    else:
+        rows, cols = np.arange(n_riders), col_of_row
     keep = finite[rows, cols]
     rider_of[cols[keep]] = rows[keep]
     return rider_of
+
+
+def shortest_augmenting_path(cost: np.ndarray) -> np.ndarray:
+    """Minimum-cost assignment of every row to a distinct column (NumPy build).
+
+    cost : float64[N, M], N <= M, finite, C-contiguous. Returns int64[N]: the column of each row.
+
+    One Dijkstra search per row over reduced costs ``cost[i, j] - u[i] - v[j]`` (kept >= 0 by
+    the dual prices u, v) finds the cheapest augmenting path to a free column; the duals are
+    then updated so the next search stays non-negative. Ties between columns go to the first
+    free one, else the first one: a free column ends the search at once, which keeps paths short
+    where many pairs share the "unassigned" price. The Numba twin must make the same choices.
+    """
+    n_rows, n_cols = cost.shape
+    u, v = np.zeros(n_rows), np.zeros(n_cols)
+    col4row = np.full(n_rows, -1, np.int64)
+    row4col = np.full(n_cols, -1, np.int64)
+    final = np.empty(n_cols)  # shortest path cost of each column, once visited
+    open_cost = np.empty(n_cols)  # tentative shortest path cost; +inf once visited
+    path = np.empty(n_cols, np.int64)  # the row each column is reached from
+    reduced = np.empty(n_cols)
+    improves = np.empty(n_cols, bool)
+    for start in range(n_rows):
+        open_cost.fill(np.inf)
+        path.fill(-1)
+        rows, cols = [], []
+        i, min_val = start, 0.0
+        while True:
+            np.add(cost[i], min_val - u[i], out=reduced)
+            np.subtract(reduced, v, out=reduced)
+            reduced[cols] = np.inf
+            np.less(reduced, open_cost, out=improves)
+            path[improves] = i
+            np.minimum(open_cost, reduced, out=open_cost)
+            j = int(open_cost.argmin())
+            lowest = float(open_cost[j])
+            if row4col[j] >= 0:
+                free_ties = np.flatnonzero((open_cost == lowest) & (row4col < 0))
+                if free_ties.size:
+                    j = int(free_ties[0])
+            min_val = lowest
+            final[j] = lowest
+            open_cost[j] = np.inf
+            cols.append(j)
+            if row4col[j] < 0:
+                break
+            i = int(row4col[j])
+            rows.append(i)
+        u[start] += min_val
+        seen_rows = np.asarray(rows, np.int64)
+        u[seen_rows] += min_val - final[col4row[seen_rows]]
+        seen_cols = np.asarray(cols, np.int64)
+        v[seen_cols] -= min_val - final[seen_cols]
+        while True:  # augment along the path back from the free column j
+            i = int(path[j])
+            row4col[j] = i
+            col4row[i], j = j, col4row[i]
+            if i == start:
+                break
+    return col4row
 
 
 def auction(cost: Any, *, eps: float = 1e-3, max_iter: int = 1_000_000) -> Any:
@@ -81,7 +161,7 @@ def auction(cost: Any, *, eps: float = 1e-3, max_iter: int = 1_000_000) -> Any:
     "free rider" bidders; objects are the R riders plus O "unassigned" objects. An order values a
     rider at -cost and only its own unassigned object at -big; a free-rider bidder values every
     object (any rider or unassigned object) at 0. A perfect matching
-    always exists, and its value is minus the Hungarian objective.
+    always exists, and its value is minus the exact method's objective.
     Raises RuntimeError if it has not converged after ``max_iter`` bidding rounds.
     """
     xp = array_module(cost)

@@ -27,70 +27,17 @@ in ``_insertion_costs_jit.py`` (the same per-pair loop on the CPU threads; the N
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from kernels import compiled
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.schedule import schedule, travel_time
 
 CUDA_SOURCE = Path(__file__).with_suffix(".cu")
-
-# Set while ``warm_up_in_background`` compiles the Numba build; "auto" uses the loop meanwhile
-# (the two answer bit for bit the same, so a caller cannot tell which one priced its round).
-_jit_warming = threading.Event()
-
-
-def defer_compiled_kernel() -> None:
-    """Price with the array loop ("auto") until ``warm_up_in_background`` has loaded the
-    compiled build: for a process that starts the loader later, off its start-up path."""
-    _jit_warming.set()
-
-
-def compiled_kernel_warming() -> bool:
-    """True from ``defer_compiled_kernel`` or ``warm_up_in_background`` until the compiled CPU
-    build is loaded."""
-    return _jit_warming.is_set()
-
-
-def warm_up_in_background() -> threading.Thread:
-    """Load the compiled CPU kernels off the request path; "auto" uses the loop until then.
-
-    Replicas call this at start so that a replacement takes traffic at once; library callers
-    need not (their first call compiles). Compiling holds the GIL for seconds (10-20 s for both
-    builds on a slow 2-core host), which would stall the replica's requests, so a child process
-    compiles into Numba's on-disk cache first; this process then only loads (~1.5 s).
-    """
-    _jit_warming.set()
-
-    def run() -> None:
-        import subprocess
-        import sys
-
-        try:
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "from kernels._insertion_costs_jit import warm_up; warm_up()",
-                ],
-                cwd=Path(__file__).resolve().parents[1],
-                check=False,
-                capture_output=True,
-                timeout=600,
-            )
-            from kernels._insertion_costs_jit import warm_up
-
-            warm_up()
-        finally:
-            _jit_warming.clear()
-
-    thread = threading.Thread(target=run, name="orml-jit-warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 @dataclass(frozen=True)
@@ -220,7 +167,8 @@ def insertion_costs(
     routes : R routes (``RouteArrays``); orders : O orders (``OrderArrays``), on the same device.
     late_weight : seconds of driving one second of added lateness is worth (>= 0).
     pairs : if True, R must equal O and route p is priced with order p only; results are [P].
-    method : "auto" (the CUDA kernel for CuPy inputs, the compiled CPU twin for NumPy), "jit",
+    method : "auto" (the CUDA kernel for CuPy inputs, the compiled CPU twin for NumPy unless it
+        is still loading, see ``kernels.compiled``), "jit",
         "loop" (the array loop, any ``xp``) or "cuda".
     Returns ``Insertions`` of shape [R, O] or [P], on the inputs' device.
     Raises ValueError on malformed arrays, mixed devices or mismatched pair counts.
@@ -237,7 +185,7 @@ def insertion_costs(
             f"pairs=True needs as many routes as orders, got {routes.shape[0]} and {len(orders)}"
         )
     if method == "auto":
-        method = "cuda" if xp is not np else ("loop" if _jit_warming.is_set() else "jit")
+        method = "cuda" if xp is not np else ("loop" if compiled.warming() else "jit")
     if method not in ("loop", "jit", "cuda"):
         raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit', 'loop' or 'cuda'")
     if (method == "cuda" and xp is np) or (method == "jit" and xp is not np):

@@ -1,0 +1,72 @@
+"""When the compiled CPU builds (Numba) of the kernels are used, and how they are loaded.
+
+Two kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
+(``_insertion_costs_jit``) and ``assign`` (``_assign_jit``). Each twin answers bit for bit like
+its loop, so "auto" may pick either without a caller being able to tell; it picks the loop while
+the compiled builds are warming (``warming()``) and the compiled one after.
+
+Why the warming state exists: loading the builds costs a replica ~1.5 s with the GIL held
+(``import numba`` alone 0.3 s), and compiling them 10-20 s on a slow 2-core host. A replacement
+replica that did either in its constructor would be that much later taking traffic, so a
+replica defers them (``defer()``) and loads them in the background once it is up
+(``warm_up_in_background()``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+# Set from ``defer`` or ``warm_up_in_background`` until the compiled builds are loaded.
+_warming = threading.Event()
+
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def defer() -> None:
+    """Use the array loops ("auto") until ``warm_up_in_background`` has loaded the compiled
+    builds: for a process that starts the loader later, off its start-up path."""
+    _warming.set()
+
+
+def warming() -> bool:
+    """True from ``defer`` or ``warm_up_in_background`` until the compiled builds are loaded."""
+    return _warming.is_set()
+
+
+def warm_up() -> None:
+    """Compile (or load from Numba's on-disk cache) every compiled build, in this process."""
+    from kernels._assign_jit import warm_up as warm_assign
+    from kernels._insertion_costs_jit import warm_up as warm_insertion
+
+    warm_insertion()
+    warm_assign()
+
+
+def warm_up_in_background() -> threading.Thread:
+    """Load the compiled builds off the request path; "auto" uses the loops until then.
+
+    Replicas call this once they take traffic; library callers need not (their first call
+    compiles). Compiling holds the GIL for seconds, which would stall the replica's requests,
+    so a child process compiles into Numba's on-disk cache first and this process only loads.
+    """
+    _warming.set()
+
+    def run() -> None:
+        try:
+            subprocess.run(
+                [sys.executable, "-c", "from kernels.compiled import warm_up; warm_up()"],
+                cwd=_REPO_ROOT,
+                check=False,
+                capture_output=True,
+                timeout=600,
+            )
+            warm_up()
+        finally:
+            _warming.clear()
+
+    thread = threading.Thread(target=run, name="orml-jit-warm-up", daemon=True)
+    thread.start()
+    return thread
