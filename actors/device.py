@@ -7,8 +7,14 @@ returns garbage until the process restarts. The guard catches it three ways, fas
    synchronise that raises), so the very request that hit the fault reports it;
 2. a watchdog: a device call still running past its deadline means a wedged kernel, seen by
    the next ``check`` even though the stuck thread never returns;
-3. ``check`` (Serve's ``check_health``): a tiny probe computation, compared with the answer
+3. ``check`` (in Serve's ``check_health``): a tiny probe computation, compared with the answer
    recorded at start, run with a timeout so a wedged device cannot wedge the health check.
+
+``check_and_hold`` turns Serve's polled health check into a long poll: after its probe a
+check waits while the device stays healthy and ends the moment the guard trips. One check is
+always waiting at the replica, so when a tripped replica ends its process that check fails as
+an actor crash, which Serve acts on at its next control-loop tick (0.1 s), instead of the
+next check starting up to ``health_check_period_s`` later.
 
 Once tripped the guard stays tripped (a poisoned context does not recover): request methods
 raise ``DeviceUnhealthy`` at once, so the ingress fails over without waiting for Serve, and
@@ -17,6 +23,8 @@ raise ``DeviceUnhealthy`` at once, so the ingress fails over without waiting for
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import threading
 import time
@@ -39,6 +47,8 @@ class DeviceGuard:
 
     probe_timeout_s : a probe still running after this long trips the guard (seconds).
     on_trip : called once, right after the guard trips (replicas use ``exit_soon``).
+    trip_grace_s : after a trip, how long a held check waits for ``on_trip`` to end the process
+    before it fails the check itself (seconds; 0 when the process stays up).
     """
 
     device: str
@@ -46,6 +56,7 @@ class DeviceGuard:
     faults: FaultSwitch = field(default_factory=FaultSwitch)
     probe_timeout_s: float = 2.0
     on_trip: Callable[[], None] | None = None
+    trip_grace_s: float = 0.0
     expected: np.ndarray | None = None
     healthy: bool = True
     reason: str = ""
@@ -53,6 +64,9 @@ class DeviceGuard:
     _inflight: dict[int, float] = field(default_factory=dict)
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _checks: int = 0  # check_and_hold calls so far
+    # The event loop a held check waits on and its wake-up; trip() runs on any thread.
+    _waiting: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
     def arm(self) -> None:
         """Record the probe's answer (and warm the device path); call once at start."""
@@ -83,7 +97,7 @@ class DeviceGuard:
                 self._inflight.pop(token, None)
 
     def check(self) -> None:
-        """Serve's health check: raise DeviceUnhealthy if tripped, overdue or the probe fails."""
+        """Raise DeviceUnhealthy if tripped, a call is overdue or the probe fails."""
         self.ensure()
         overdue = self._most_overdue_s()
         if overdue > 0:
@@ -105,6 +119,35 @@ class DeviceGuard:
                     self.trip("health probe answer changed")
         self.ensure()
 
+    async def check_and_hold(self, seconds: float) -> None:
+        """Serve's health check as a long poll: ``check``, then wait up to ``seconds`` while
+        the device stays healthy. Raises DeviceUnhealthy when the check fails or the device
+        fails meanwhile, after ``trip_grace_s``: in that time the process normally ends, and
+        Serve sees the replica crash (replaced at once) instead of one failed check of three.
+        The first call is Serve's initial check, which gates the replica's start: it is
+        neither held nor delayed. Call from one event loop; keep ``seconds + trip_grace_s``
+        under Serve's health_check_timeout_s.
+        """
+        first = self._checks == 0
+        self._checks += 1
+        try:
+            self.check()
+            if not first:
+                await self._wait_for_trip(seconds)
+                self.ensure()
+        except DeviceUnhealthy:
+            if not first and self.trip_grace_s > 0:
+                await asyncio.sleep(self.trip_grace_s)
+            raise
+
+    async def _wait_for_trip(self, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        if self._waiting is None or self._waiting[0] is not loop:
+            self._waiting = (loop, asyncio.Event())
+        if self.healthy:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._waiting[1].wait(), timeout=seconds)
+
     def ensure(self) -> None:
         """Raise DeviceUnhealthy at once if a fault was already detected (no probe run)."""
         if not self.healthy:
@@ -115,7 +158,13 @@ class DeviceGuard:
             first = self.healthy
             if first:
                 self.healthy, self.reason, self.tripped_at = False, reason, time.time()
-        if first and self.on_trip is not None:
+        if not first:
+            return
+        if self._waiting is not None:
+            loop, event = self._waiting
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(event.set)
+        if self.on_trip is not None:
             self.on_trip()
 
     def sticky_error(self) -> str | None:
@@ -168,6 +217,31 @@ class DeviceGuard:
 
 #: Exit status of a replica that ended itself after its device failed.
 DEVICE_FAULT_EXIT_CODE = 75
+#: A held health check waits this long after a trip for ``exit_soon`` to end the process.
+EXIT_GRACE_S = 0.5
+
+
+def replica_guard(
+    device: str,
+    probe: Callable[[], Any],
+    *,
+    probe_timeout_s: float,
+    exit_on_device_fault: bool,
+    fault_injection: bool,
+) -> DeviceGuard:
+    """The guard of a model replica, armed: on a device fault it ends the process
+    (``exit_soon``) when ``exit_on_device_fault``; ``fault_injection`` enables the drills'
+    switch. Raises whatever the probe raises (a replica that cannot run it must not start)."""
+    guard = DeviceGuard(
+        device,
+        probe,
+        faults=FaultSwitch(enabled=fault_injection),
+        probe_timeout_s=probe_timeout_s,
+        on_trip=exit_soon if exit_on_device_fault else None,
+        trip_grace_s=EXIT_GRACE_S if exit_on_device_fault else 0.0,
+    )
+    guard.arm()
+    return guard
 
 
 def exit_soon(delay_s: float = 0.1, code: int = DEVICE_FAULT_EXIT_CODE) -> None:

@@ -18,8 +18,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
-from actors.device import DeviceGuard, exit_soon
-from actors.faults import FaultSwitch, replica_id
+from actors.device import replica_guard
+from actors.faults import replica_id
 from actors.metrics import ModelMetrics
 from etr import load_artifact, load_runtime
 from etr.runtime import check_features
@@ -71,6 +71,7 @@ class EtrDeployment:
 
     watchdog_s : a model call still running after this long marks the replica unhealthy;
     exit_on_device_fault : end the process once the device failed (``actors.device.exit_soon``);
+    health_hold_s : a health check waits this long unless the device fails meanwhile;
     fault_injection : accept ``inject_fault`` (drills only).
     """
 
@@ -81,6 +82,7 @@ class EtrDeployment:
         watchdog_s: float = 10.0,
         probe_timeout_s: float = 2.0,
         exit_on_device_fault: bool = True,
+        health_hold_s: float = 0.0,
         fault_injection: bool = False,
     ) -> None:
         self.artifact = load_artifact("etr", model_version)
@@ -89,14 +91,14 @@ class EtrDeployment:
         self.metrics = ModelMetrics(f"etr-v{self.artifact.version}")
         self.watchdog_s = watchdog_s
         sample = np.load(self.artifact.path / "sample_features.npy", allow_pickle=False)[:16]
-        self.guard = DeviceGuard(
+        self.health_hold_s = health_hold_s
+        self.guard = replica_guard(
             self.runtime.device,
             lambda: self.runtime.predict(sample),
-            faults=FaultSwitch(enabled=fault_injection),
             probe_timeout_s=probe_timeout_s,
-            on_trip=exit_soon if exit_on_device_fault else None,
+            exit_on_device_fault=exit_on_device_fault,
+            fault_injection=fault_injection,
         )
-        self.guard.arm()
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``; raises pydantic.ValidationError naming a bad field."""
@@ -161,5 +163,5 @@ class EtrDeployment:
         bounds = np.cumsum([0] + [len(f) for _, f in items])
         return [out[a:b] for a, b in itertools.pairwise(bounds)]
 
-    def check_health(self) -> None:
-        self.guard.check()
+    async def check_health(self) -> None:
+        await self.guard.check_and_hold(self.health_hold_s)

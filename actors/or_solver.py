@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from actors.device import DeviceGuard, exit_soon
-from actors.faults import FaultSwitch, replica_id
+from actors.device import replica_guard
+from actors.faults import replica_id
 from domain import DispatchWeights
 from kernels import compiled
 from kernels.backend import module_for, resolve_backend, to_numpy
@@ -33,8 +33,9 @@ class OrSolverDeployment:
 
     watchdog_s : a dispatch stage still running after this long marks the replica unhealthy
     (an offline solve gets its time limit on top); exit_on_device_fault : end the process once
-    the device failed (see ``actors.device.exit_soon``); fault_injection : accept
-    ``inject_fault``.
+    the device failed (see ``actors.device.exit_soon``); health_hold_s : a health check
+    waits this long unless the device fails meanwhile (``DeviceGuard.check_and_hold``);
+    fault_injection : accept ``inject_fault``.
     """
 
     def __init__(
@@ -43,6 +44,7 @@ class OrSolverDeployment:
         watchdog_s: float = 10.0,
         probe_timeout_s: float = 2.0,
         exit_on_device_fault: bool = True,
+        health_hold_s: float = 0.0,
         fault_injection: bool = False,
     ) -> None:
         self.backend = resolve_backend(backend)
@@ -51,17 +53,18 @@ class OrSolverDeployment:
         _, probe = pack_arrays(generate_round(8, 4, seed=123))
         self._probe = probe.to(self.xp)
         self._weights = DispatchWeights()
-        self.guard = DeviceGuard(
-            device="cuda:0" if self.backend == "cupy" else "cpu",
-            probe=lambda: price_candidates(self._probe, self._weights).cost,
-            faults=FaultSwitch(enabled=fault_injection),
-            probe_timeout_s=probe_timeout_s,
-            on_trip=exit_soon if exit_on_device_fault else None,
-        )
+        self.health_hold_s = health_hold_s
         self._jit_pending = self.backend == "numpy"  # the compiled CPU builds, see check_health
         if self._jit_pending:
             compiled.defer()
-        self.guard.arm()  # also warms the kernels (and compiles the CUDA module on a GPU)
+        # Arming runs the probe: it also warms the kernels (and compiles the CUDA module).
+        self.guard = replica_guard(
+            "cuda:0" if self.backend == "cupy" else "cpu",
+            lambda: price_candidates(self._probe, self._weights).cost,
+            probe_timeout_s=probe_timeout_s,
+            exit_on_device_fault=exit_on_device_fault,
+            fault_injection=fault_injection,
+        )
         assign_and_insert(self._probe, self._weights)  # and the assignment and insertion path
 
     def ready(self) -> dict[str, Any]:
@@ -121,8 +124,8 @@ class OrSolverDeployment:
             "routes": sol.routes,
         }
 
-    def check_health(self) -> None:
-        self.guard.check()
+    async def check_health(self) -> None:
+        await self.guard.check_and_hold(self.health_hold_s)
         if self._jit_pending:
             # Loaded once the replica is up, not in __init__: the loader's child process would
             # compete for the CPU with the start of a replacement replica and delay the moment

@@ -1,6 +1,6 @@
 """Recovery drill: inject each fault kind into a replica under steady load, time the recovery.
 
-    python bench/recovery.py [--quick] [--rate 20] [--json PATH] [--out DIR]
+    python bench/recovery.py [--quick] [--rate 20] [--poll-s 0.05] [--json PATH] [--out DIR]
 
 Starts a local Ray and the app with two replicas each of OrSolver and Etr, fault injection on,
 the health-check settings of deploy.yaml (``serve_app.drill.FAST_RECOVERY``), the ETR cache off
@@ -9,8 +9,10 @@ it offers open-loop HTTP load (dispatch rounds and ETR calls, loopback), injects
 one replica and records, in seconds after the fault: when the replica stopped taking work,
 when Serve saw it, when the last request had to fail over, when two replicas were RUNNING
 again; and how many requests failed. The baseline in the same run is Ray Serve as it comes
-(10 s health-check period, 30 s timeout, no self-exit, no failover in the ingress) under a
-poisoned OrSolver replica. Writes DIR/recovery.csv and DIR/recovery.png (request timelines).
+(10 s health-check period, 30 s timeout, no self-exit, no held health check, no failover in
+the ingress) under a poisoned OrSolver replica. The drill asks Serve for replica states every
+``--poll-s``: polling much faster loads the controller it measures (p50 latency during the
+drills 75 ms at 0.02 s against 42 ms at 0.1 s). Writes DIR/recovery.csv and DIR/recovery.png (request timelines).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def deploy(name: str, fast: bool) -> None:
     resilience = {"fault_injection": True, "watchdog_s": 1.0}
     health: dict = drill.FAST_RECOVERY
     if not fast:  # Serve's defaults, no self-exit, no retries in the ingress
-        resilience |= {"exit_on_device_fault": False, "retry_budget_s": 1e-3}
+        resilience |= {"exit_on_device_fault": False, "health_hold_s": 0.0, "retry_budget_s": 1e-3}
         health = {}
     args = DispatchAppArgs(
         backend="numpy",
@@ -79,6 +81,12 @@ def plot(results: list[drill.DrillResult], path: Path) -> None:
 def main() -> None:
     ap = parser(__doc__, "OrSolver poison and Etr crash only, no baseline")
     ap.add_argument("--rate", type=float, default=20.0, help="offered requests per second")
+    ap.add_argument(
+        "--poll-s",
+        type=float,
+        default=0.05,
+        help="how often the drill asks Serve for replica states",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -97,7 +105,9 @@ def main() -> None:
     results = []
     for deployment, kind in drills:
         log(f"drill: {kind} in one {deployment} replica at {args.rate:g} req/s ...")
-        res = drill.run_drill(f"{url}/fast", "fast", deployment, kind, REPLICAS, args.rate)
+        res = drill.run_drill(
+            f"{url}/fast", "fast", deployment, kind, REPLICAS, args.rate, poll_s=args.poll_s
+        )
         log(f"  {res.row()}")
         results.append(res)
     rows = [{"setup": "orml", **r.row()} for r in results]

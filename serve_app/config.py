@@ -58,6 +58,15 @@ class ResilienceArgs(BaseModel):
     probe_timeout_s: float = Field(
         2.0, gt=0, le=60, description="The health probe must finish within this, seconds."
     )
+    health_hold_s: float = Field(
+        0.5,
+        ge=0,
+        le=10,
+        description="After its probe a health check waits this long while the device stays "
+        "healthy and ends the moment it fails, so Serve sees a failed replica's crash within "
+        "a control-loop tick instead of at the next health_check_period_s. 0: answer at once "
+        "(Serve's plain polling). Keep it + 0.5 s under health_check_timeout_s.",
+    )
     exit_on_device_fault: bool = Field(
         True,
         description="A replica whose device failed ends its process, so Serve replaces it at "
@@ -74,6 +83,7 @@ class ResilienceArgs(BaseModel):
             "watchdog_s": self.watchdog_s,
             "probe_timeout_s": self.probe_timeout_s,
             "exit_on_device_fault": self.exit_on_device_fault,
+            "health_hold_s": self.health_hold_s,
             "fault_injection": self.fault_injection,
         }
 

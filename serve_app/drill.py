@@ -162,7 +162,7 @@ def wait_for(predicate: Any, timeout_s: float, poll_s: float = 0.05) -> float | 
 
 
 def watch_recovery(
-    app: str, deployment: str, faulty: str, replicas: int, timeout_s: float
+    app: str, deployment: str, faulty: str, replicas: int, timeout_s: float, poll_s: float = 0.05
 ) -> Iterator[tuple[str, float]]:
     """Yield (event, wall time) as Serve reacts to a fault in replica ``faulty``, in order seen:
 
@@ -193,7 +193,7 @@ def watch_recovery(
         if "serve_detected" in seen and running >= replicas:
             yield "full_capacity", now
             return
-        time.sleep(0.02)
+        time.sleep(poll_s)
 
 
 @dataclass
@@ -268,6 +268,7 @@ def run_drill(
     rate: float,
     settle_s: float = 2.0,
     timeout_s: float = 60.0,
+    poll_s: float = 0.05,
 ) -> DrillResult:
     """Steady load; after ``settle_s`` inject ``kind`` into one replica of ``deployment``;
     keep the load on until Serve is back to ``replicas`` RUNNING plus ``settle_s``."""
@@ -282,7 +283,9 @@ def run_drill(
     fault_at = float(info["at"])
     events = {
         name: at - fault_at
-        for name, at in watch_recovery(app, deployment, info["replica"], replicas, timeout_s)
+        for name, at in watch_recovery(
+            app, deployment, info["replica"], replicas, timeout_s, poll_s
+        )
     }
     time.sleep(settle_s)
     samples = load.stop()

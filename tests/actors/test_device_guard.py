@@ -3,6 +3,7 @@ to catch it, and a tripped guard refuses work at once."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
@@ -123,3 +124,50 @@ def test_crash_exits_the_process_after_acknowledging(after, expect_before_s):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert proc.returncode == CRASH_EXIT_CODE and proc.stdout.strip() == "True"
     assert time.monotonic() - t0 < expect_before_s + 5.0  # (interpreter start-up is slack)
+
+
+def health_check(guard: DeviceGuard, hold_s: float) -> tuple[float, BaseException | None]:
+    """One ``guard.check_and_hold(hold_s)`` on a fresh event loop: (seconds, what it raised)."""
+    t0 = time.perf_counter()
+    try:
+        asyncio.run(guard.check_and_hold(hold_s))
+    except Exception as exc:
+        return time.perf_counter() - t0, exc
+    return time.perf_counter() - t0, None
+
+
+def test_the_initial_health_check_is_neither_held_nor_delayed():
+    took, raised = health_check(make_guard(), 5.0)
+    assert raised is None and took < 0.5
+    guard = make_guard(trip_grace_s=5.0)
+    guard.faults.inject("poison")
+    took, raised = health_check(guard, 5.0)
+    assert isinstance(raised, DeviceUnhealthy) and took < 0.5
+
+
+def test_a_held_check_on_a_healthy_device_returns_after_the_hold():
+    guard = make_guard()
+    health_check(guard, 0.0)
+    took, raised = health_check(guard, 0.3)
+    assert raised is None and 0.25 < took < 2.0
+
+
+def test_a_held_check_ends_the_moment_another_thread_trips_the_guard():
+    guard = make_guard()
+    health_check(guard, 0.0)
+    threading.Timer(0.2, guard.trip, args=("poisoned by a request",)).start()
+    took, raised = health_check(guard, 10.0)
+    assert isinstance(raised, DeviceUnhealthy) and "poisoned by a request" in str(raised)
+    assert took < 2.0  # not the 10 s hold
+
+
+@pytest.mark.parametrize("found_by", ["a request", "the probe"])
+def test_a_failed_check_waits_its_grace_for_the_exit_then_fails(found_by):
+    guard = make_guard(trip_grace_s=0.3)
+    health_check(guard, 0.0)
+    if found_by == "a request":
+        guard.trip("poisoned")
+    else:
+        guard.faults.inject("poison")
+    took, raised = health_check(guard, 10.0)
+    assert isinstance(raised, DeviceUnhealthy) and 0.25 < took < 2.0
