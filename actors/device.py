@@ -65,8 +65,10 @@ class DeviceGuard:
     _ids: Iterator[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _checks: int = 0  # check_and_hold calls so far
-    # The event loop a held check waits on and its wake-up; trip() runs on any thread.
+    # The event loop a held check waits on, its wake-up, and when it wakes by itself;
+    # trip() and watch() run on any thread and wake it.
     _waiting: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+    _wake_at: float = float("inf")
 
     def arm(self) -> None:
         """Record the probe's answer (and warm the device path); call once at start."""
@@ -78,12 +80,16 @@ class DeviceGuard:
 
         Raises DeviceUnhealthy before the work if the guard has tripped, and after it if the
         device is left with a sticky error (the original exception, if any, is chained).
-        A call still running ``deadline_s`` seconds after it started trips the next ``check``.
+        A call still running ``deadline_s`` seconds after it started trips the guard: at once
+        if a held check is waiting (``check_and_hold``), else at the next ``check``.
         """
         self.ensure()
         token = next(self._ids)
+        deadline = time.monotonic() + deadline_s
         with self._lock:
-            self._inflight[token] = time.monotonic() + deadline_s
+            self._inflight[token] = deadline
+        if deadline < self._wake_at:
+            self._wake_waiter()  # it sleeps past this deadline: let it sleep less
         try:
             self.faults.on_device_call()
             try:
@@ -97,56 +103,102 @@ class DeviceGuard:
                 self._inflight.pop(token, None)
 
     def check(self) -> None:
-        """Raise DeviceUnhealthy if tripped, a call is overdue or the probe fails."""
+        """Raise DeviceUnhealthy if tripped, a call is overdue or the probe fails (blocking;
+        replicas use ``check_and_hold``)."""
         self.ensure()
-        overdue = self._most_overdue_s()
-        if overdue > 0:
-            self.trip(f"a device call ran {overdue:.1f}s past its deadline (wedged device?)")
-        else:
+        if not self._trip_if_overdue():
             future = self._start_probe()
             try:
-                got = future.result(timeout=self.probe_timeout_s)
+                future.result(timeout=self.probe_timeout_s)
             except FutureTimeout:
                 self.trip(f"health probe did not finish in {self.probe_timeout_s}s")
-            except DeviceUnhealthy:
-                pass  # tripped inside
-            except Exception as exc:
-                self.trip(f"health probe raised {type(exc).__name__}: {exc}")
-            else:
-                if self.expected is not None and not np.allclose(
-                    got, self.expected, equal_nan=True
-                ):
-                    self.trip("health probe answer changed")
+            except Exception:
+                pass  # judged below
+            if future.done():
+                self._judge_probe(future)
         self.ensure()
 
     async def check_and_hold(self, seconds: float) -> None:
-        """Serve's health check as a long poll: ``check``, then wait up to ``seconds`` while
-        the device stays healthy. Raises DeviceUnhealthy when the check fails or the device
-        fails meanwhile, after ``trip_grace_s``: in that time the process normally ends, and
-        Serve sees the replica crash (replaced at once) instead of one failed check of three.
-        The first call is Serve's initial check, which gates the replica's start: it is
-        neither held nor delayed. Call from one event loop; keep ``seconds + trip_grace_s``
-        under Serve's health_check_timeout_s.
+        """Serve's health check as a long poll: ``check`` without blocking the event loop,
+        then wait up to ``seconds`` while the device stays healthy. Both waits end early when
+        the guard trips or an in-flight call passes its deadline (the watchdog acts then, not
+        at the next check). Raises DeviceUnhealthy, after ``trip_grace_s``: in that time the
+        process normally ends and Serve sees the replica crash (replaced at once) instead of
+        one failed check of three. The first call is Serve's initial check, which gates the
+        replica's start: it is neither held nor delayed. Call from one event loop; keep
+        ``seconds + trip_grace_s`` under Serve's health_check_timeout_s.
         """
         first = self._checks == 0
         self._checks += 1
         try:
-            self.check()
+            self.ensure()
+            if not self._trip_if_overdue():
+                probe = asyncio.wrap_future(self._start_probe())
+                # A probe left behind by a trip still ends; its error is known, not "unretrieved".
+                probe.add_done_callback(lambda f: f.cancelled() or f.exception())
+                if await self._wait(probe, self.probe_timeout_s):
+                    self._judge_probe(probe)
+                else:
+                    self.trip(f"health probe did not finish in {self.probe_timeout_s}s")
             if not first:
-                await self._wait_for_trip(seconds)
-                self.ensure()
+                await self._wait(None, seconds)
+            self.ensure()
         except DeviceUnhealthy:
             if not first and self.trip_grace_s > 0:
                 await asyncio.sleep(self.trip_grace_s)
             raise
 
-    async def _wait_for_trip(self, seconds: float) -> None:
+    async def _wait(self, work: asyncio.Future[Any] | None, timeout_s: float) -> bool:
+        """Wait for ``work`` (None: nothing) for up to ``timeout_s``; True if it finished.
+        Raises DeviceUnhealthy as soon as the guard trips, an overdue call tripping it too."""
         loop = asyncio.get_running_loop()
         if self._waiting is None or self._waiting[0] is not loop:
             self._waiting = (loop, asyncio.Event())
-        if self.healthy:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._waiting[1].wait(), timeout=seconds)
+        wake = self._waiting[1]
+        end = time.monotonic() + timeout_s
+        try:
+            while True:
+                wake.clear()  # before looking: a wake-up from here on is not missed
+                if work is not None and work.done():
+                    return True
+                self._trip_if_overdue()
+                self.ensure()
+                now = time.monotonic()
+                if now >= end:
+                    return False
+                self._wake_at = min(end, self._next_deadline())
+                waiter = asyncio.ensure_future(wake.wait())
+                await asyncio.wait(
+                    [waiter] if work is None else [waiter, work],
+                    timeout=self._wake_at - now + 1e-3,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                waiter.cancel()
+        finally:
+            self._wake_at = float("inf")
+
+    def _wake_waiter(self) -> None:
+        if self._waiting is not None:
+            loop, event = self._waiting
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
+                loop.call_soon_threadsafe(event.set)
+
+    def _trip_if_overdue(self) -> bool:
+        overdue = self._most_overdue_s()
+        if overdue > 0:
+            self.trip(f"a device call ran {overdue:.1f}s past its deadline (wedged device?)")
+        return overdue > 0
+
+    def _judge_probe(self, probe: Future[np.ndarray] | asyncio.Future[np.ndarray]) -> None:
+        exc = probe.exception()
+        if isinstance(exc, DeviceUnhealthy):
+            return  # tripped inside
+        if exc is not None:
+            self.trip(f"health probe raised {type(exc).__name__}: {exc}")
+        elif self.expected is not None and not np.allclose(
+            probe.result(), self.expected, equal_nan=True
+        ):
+            self.trip("health probe answer changed")
 
     def ensure(self) -> None:
         """Raise DeviceUnhealthy at once if a fault was already detected (no probe run)."""
@@ -160,10 +212,7 @@ class DeviceGuard:
                 self.healthy, self.reason, self.tripped_at = False, reason, time.time()
         if not first:
             return
-        if self._waiting is not None:
-            loop, event = self._waiting
-            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits
-                loop.call_soon_threadsafe(event.set)
+        self._wake_waiter()
         if self.on_trip is not None:
             self.on_trip()
 
@@ -203,6 +252,10 @@ class DeviceGuard:
         if err is not None:
             self.trip(err)
             raise DeviceUnhealthy(self.device, self.reason) from cause
+
+    def _next_deadline(self) -> float:
+        with self._lock:
+            return min(self._inflight.values(), default=float("inf"))
 
     def _most_overdue_s(self) -> float:
         now = time.monotonic()

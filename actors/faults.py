@@ -14,7 +14,8 @@ the production path:
   must notice.
 - ``crash``: the process exits in its next device call, like a segfault in a driver (or after
   ``CRASH_FALLBACK_S`` if no call comes). Exiting in the acknowledging call itself would race the
-  reply: on a loaded host the process could die before the caller hears back.
+  reply: on a loaded host the process could die before the caller hears back; so would a call
+  that starts in the same instant on another thread, hence ``CRASH_ARM_S``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ CRASH_EXIT_CODE = 70
 
 #: An armed crash fires at the next device call, or this many seconds after it was injected.
 CRASH_FALLBACK_S = 2.0
+#: ... but not at a call that starts sooner than this after the injection (the ack goes first).
+CRASH_ARM_S = 0.05
 
 
 @dataclass
@@ -52,7 +55,7 @@ class FaultSwitch:
     enabled: bool = False
     poisoned: bool = False
     _hung: threading.Event = field(default_factory=threading.Event)
-    _crash_armed: threading.Event = field(default_factory=threading.Event)
+    _crash_at: float = float("inf")  # monotonic time from which a device call crashes
     _never: threading.Event = field(default_factory=threading.Event)
 
     def inject(self, kind: FaultKind | str) -> float:
@@ -71,14 +74,14 @@ class FaultSwitch:
         else:
             from actors.device import exit_soon  # (device imports this module)
 
-            self._crash_armed.set()
+            self._crash_at = time.monotonic() + CRASH_ARM_S
             exit_soon(CRASH_FALLBACK_S, CRASH_EXIT_CODE)
         return now
 
     def on_device_call(self) -> None:
         """Called at the start of every device call: exits the process once ``crash`` is
         armed, blocks forever once ``hang`` is set."""
-        if self._crash_armed.is_set():
+        if time.monotonic() >= self._crash_at:
             import os
 
             os._exit(CRASH_EXIT_CODE)

@@ -12,7 +12,8 @@ again; and how many requests failed. The baseline in the same run is Ray Serve a
 (10 s health-check period, 30 s timeout, no self-exit, no held health check, no failover in
 the ingress) under a poisoned OrSolver replica. The drill asks Serve for replica states every
 ``--poll-s``: polling much faster loads the controller it measures (p50 latency during the
-drills 75 ms at 0.02 s against 42 ms at 0.1 s). Writes DIR/recovery.csv and DIR/recovery.png (request timelines).
+drills 75 ms at 0.02 s against 42 ms at 0.1 s). Writes DIR/recovery.csv and DIR/recovery.png
+(request timelines).
 """
 
 from __future__ import annotations

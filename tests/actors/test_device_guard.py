@@ -109,7 +109,7 @@ def test_injection_is_refused_unless_enabled():
 
 @pytest.mark.parametrize(
     ("after", "expect_before_s"),
-    [("s.on_device_call()", 1.0), ("time.sleep(10)", 2.0)],
+    [("s.on_device_call(); time.sleep(0.1); s.on_device_call()", 1.0), ("time.sleep(10)", 2.0)],
     ids=["at-next-device-call", "fallback-timer"],
 )
 def test_crash_exits_the_process_after_acknowledging(after, expect_before_s):
@@ -171,3 +171,57 @@ def test_a_failed_check_waits_its_grace_for_the_exit_then_fails(found_by):
         guard.faults.inject("poison")
     took, raised = health_check(guard, 10.0)
     assert isinstance(raised, DeviceUnhealthy) and 0.25 < took < 2.0
+
+
+def wedge_a_request_after(guard: DeviceGuard, delay_s: float, deadline_s: float) -> None:
+    """In ``delay_s``, wedge the device and start a request with ``deadline_s`` on a thread."""
+
+    def request() -> None:
+        guard.faults.inject("hang")
+        with guard.watch(deadline_s):
+            pass
+
+    timer = threading.Timer(delay_s, request)
+    timer.daemon = True  # the request never returns
+    timer.start()
+
+
+def test_a_held_check_trips_at_a_wedged_calls_deadline_not_at_the_next_check():
+    guard = make_guard()
+    health_check(guard, 0.0)
+    wedge_a_request_after(guard, 0.2, deadline_s=0.3)
+    took, raised = health_check(guard, 10.0)
+    assert isinstance(raised, DeviceUnhealthy) and "past its deadline" in str(raised)
+    assert took < 2.0
+
+
+def test_a_hung_probe_gives_way_to_an_earlier_watchdog_deadline():
+    guard = make_guard(probe_timeout_s=5.0)
+    health_check(guard, 0.0)
+    wedge_a_request_after(guard, 0.0, deadline_s=0.3)
+    time.sleep(0.1)  # the request is in flight, not yet overdue; the probe will hang too
+    took, raised = health_check(guard, 10.0)
+    assert isinstance(raised, DeviceUnhealthy) and "past its deadline" in str(raised)
+    assert took < 2.0  # not the 5 s probe timeout
+
+
+def test_a_hung_probe_does_not_block_the_replicas_event_loop():
+    guard = make_guard(probe_timeout_s=0.5)
+    guard.faults.inject("hang")
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    async def run() -> None:
+        task = asyncio.ensure_future(ticker())
+        # The probe is a device call too: its own deadline or the timeout, whichever comes first
+        with pytest.raises(DeviceUnhealthy, match=r"past its deadline|did not finish"):
+            await guard.check_and_hold(0.0)
+        task.cancel()
+
+    asyncio.run(run())
+    assert ticks >= 20  # the loop kept running through the 0.5 s the probe hung
