@@ -54,7 +54,7 @@ class DeviceGuard:
     device: str
     probe: Callable[[], Any]
     faults: FaultSwitch = field(default_factory=FaultSwitch)
-    probe_timeout_s: float = 2.0
+    probe_timeout_s: float = 1.0
     on_trip: Callable[[], None] | None = None
     trip_grace_s: float = 0.0
     expected: np.ndarray | None = None

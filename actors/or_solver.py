@@ -42,7 +42,7 @@ class OrSolverDeployment:
         self,
         backend: str = "auto",
         watchdog_s: float = 10.0,
-        probe_timeout_s: float = 2.0,
+        probe_timeout_s: float = 1.0,
         exit_on_device_fault: bool = True,
         health_hold_s: float = 0.0,
         fault_injection: bool = False,

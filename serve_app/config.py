@@ -56,7 +56,11 @@ class ResilienceArgs(BaseModel):
         description="A device call running this long marks its replica unhealthy (wedged).",
     )
     probe_timeout_s: float = Field(
-        2.0, gt=0, le=60, description="The health probe must finish within this, seconds."
+        1.0,
+        gt=0,
+        le=60,
+        description="The health probe (milliseconds of work) must finish within this, seconds; "
+        "keep it under health_check_timeout_s so a hung probe trips the replica first.",
     )
     health_hold_s: float = Field(
         0.5,

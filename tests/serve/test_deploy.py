@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from serve_app.config import DispatchAppArgs
+from serve_app.config import DispatchAppArgs, ResilienceArgs
 
 from .conftest import free_port
 
@@ -43,7 +43,25 @@ def test_deploy_yaml_uses_the_drilled_recovery_settings():
     by_name = {d["name"]: d for d in app["deployments"]}
     for name in ("OrSolver", "Etr"):
         assert {k: by_name[name][k] for k in FAST_RECOVERY} == FAST_RECOVERY
-    assert app["args"]["resilience"]["fault_injection"] is False
+    resilience = app["args"]["resilience"]
+    assert resilience["fault_injection"] is False
+    # The drill runs ResilienceArgs' default hold: the shipped one is the one measured.
+    assert resilience["health_hold_s"] == ResilienceArgs().health_hold_s
+
+
+def test_a_held_health_check_ends_before_serve_gives_up_on_it():
+    """A check held at a replica that trips ends with the process (a crash, acted on at once)
+    only if the hold and the exit grace fit in health_check_timeout_s; past it Serve counts a
+    timed-out check, one failure of three. A hung probe must trip the guard before that too."""
+    from actors.device import EXIT_GRACE_S
+
+    app = yaml.safe_load((ROOT / "deploy.yaml").read_text())["applications"][0]
+    resilience = DispatchAppArgs(**app["args"]).resilience
+    for d in app["deployments"]:
+        if d["name"] in ("OrSolver", "OfflineSolver", "Etr"):
+            timeout = d["health_check_timeout_s"]
+            assert resilience.health_hold_s + EXIT_GRACE_S < timeout, d["name"]
+            assert resilience.probe_timeout_s < timeout, d["name"]
 
 
 def test_bad_app_args_name_the_field():
