@@ -6,9 +6,9 @@ returns garbage until the process restarts. The guard catches it three ways, fas
 1. after every request's device call (``watch``): the sticky error state (a device
    synchronise that raises), so the very request that hit the fault reports it;
 2. a watchdog: a device call still running past its deadline means a wedged kernel, seen by
-   the next ``check`` even though the stuck thread never returns;
-3. ``check`` (in Serve's ``check_health``): a tiny probe computation, compared with the answer
-   recorded at start, run with a timeout so a wedged device cannot wedge the health check.
+   the health check even though the stuck thread never returns;
+3. ``check_and_hold`` (Serve's ``check_health``): a tiny probe computation, compared with
+   the answer recorded at start, run with a timeout so a wedged device cannot wedge the check.
 
 ``check_and_hold`` turns Serve's polled health check into a long poll: after its probe a
 check waits while the device stays healthy and ends the moment the guard trips. One check is
@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,7 +80,7 @@ class DeviceGuard:
         Raises DeviceUnhealthy before the work if the guard has tripped, and after it if the
         device is left with a sticky error (the original exception, if any, is chained).
         A call still running ``deadline_s`` seconds after it started trips the guard: at once
-        if a held check is waiting (``check_and_hold``), else at the next ``check``.
+        if a held check is waiting (``check_and_hold``), else at the next check.
         """
         self.ensure()
         token = next(self._ids)
@@ -102,31 +101,16 @@ class DeviceGuard:
             with self._lock:
                 self._inflight.pop(token, None)
 
-    def check(self) -> None:
-        """Raise DeviceUnhealthy if tripped, a call is overdue or the probe fails (blocking;
-        replicas use ``check_and_hold``)."""
-        self.ensure()
-        if not self._trip_if_overdue():
-            future = self._start_probe()
-            try:
-                future.result(timeout=self.probe_timeout_s)
-            except FutureTimeout:
-                self.trip(f"health probe did not finish in {self.probe_timeout_s}s")
-            except Exception:
-                pass  # judged below
-            if future.done():
-                self._judge_probe(future)
-        self.ensure()
-
     async def check_and_hold(self, seconds: float) -> None:
-        """Serve's health check as a long poll: ``check`` without blocking the event loop,
-        then wait up to ``seconds`` while the device stays healthy. Both waits end early when
-        the guard trips or an in-flight call passes its deadline (the watchdog acts then, not
-        at the next check). Raises DeviceUnhealthy, after ``trip_grace_s``: in that time the
-        process normally ends and Serve sees the replica crash (replaced at once) instead of
-        one failed check of three. The first call is Serve's initial check, which gates the
-        replica's start: it is neither held nor delayed. Call from one event loop; keep
-        ``seconds + trip_grace_s`` under Serve's health_check_timeout_s.
+        """Serve's health check as a long poll: raise if tripped, a call is overdue or the
+        probe fails (awaited, never blocking the event loop), then wait up to ``seconds``
+        while the device stays healthy. Both waits end early when the guard trips or an
+        in-flight call passes its deadline (the watchdog acts then, not at the next check).
+        Raises DeviceUnhealthy, after ``trip_grace_s``: in that time the process normally
+        ends and Serve sees the replica crash (replaced at once) instead of one failed check
+        of three. The first call is Serve's initial check, which gates the replica's start:
+        it is neither held nor delayed. Call from one event loop; keep ``seconds +
+        trip_grace_s`` under Serve's health_check_timeout_s.
         """
         first = self._checks == 0
         self._checks += 1
@@ -161,11 +145,11 @@ class DeviceGuard:
                 wake.clear()  # before looking: a wake-up from here on is not missed
                 if work is not None and work.done():
                     return True
+                now = time.monotonic()
+                if now >= end:  # first: a probe past its timeout says so, not "overdue call"
+                    return False
                 self._trip_if_overdue()
                 self.ensure()
-                now = time.monotonic()
-                if now >= end:
-                    return False
                 self._wake_at = min(end, self._next_deadline())
                 waiter = asyncio.ensure_future(wake.wait())
                 await asyncio.wait(
@@ -189,7 +173,7 @@ class DeviceGuard:
             self.trip(f"a device call ran {overdue:.1f}s past its deadline (wedged device?)")
         return overdue > 0
 
-    def _judge_probe(self, probe: Future[np.ndarray] | asyncio.Future[np.ndarray]) -> None:
+    def _judge_probe(self, probe: asyncio.Future[np.ndarray]) -> None:
         exc = probe.exception()
         if isinstance(exc, DeviceUnhealthy):
             return  # tripped inside

@@ -17,6 +17,11 @@ from actors.errors import DeviceUnhealthy
 from actors.faults import CRASH_EXIT_CODE, FaultInjectionDisabled, FaultSwitch
 
 
+def check(guard: DeviceGuard) -> None:
+    """One unheld health check, as a test would call it outside an event loop."""
+    asyncio.run(guard.check_and_hold(0.0))
+
+
 def make_guard(**kw) -> DeviceGuard:
     guard = DeviceGuard("cpu", lambda: np.arange(4.0), faults=FaultSwitch(enabled=True), **kw)
     guard.arm()
@@ -27,7 +32,7 @@ def test_a_healthy_guard_runs_work_and_passes_checks():
     guard = make_guard()
     with guard.watch(1.0):
         pass
-    guard.check()
+    check(guard)
     assert guard.healthy
 
 
@@ -42,14 +47,14 @@ def test_poison_fails_the_request_that_hit_it_and_everything_after():
         pytest.fail("a tripped guard must refuse before the work")
     assert time.perf_counter() - t0 < 0.01
     with pytest.raises(DeviceUnhealthy):
-        guard.check()
+        check(guard)
 
 
 def test_poison_without_traffic_is_caught_by_the_probe():
     guard = make_guard()
     guard.faults.inject("poison")
     with pytest.raises(DeviceUnhealthy, match="cudaErrorIllegalAddress"):
-        guard.check()
+        check(guard)
 
 
 def test_an_error_inside_the_work_is_chained_when_the_device_is_poisoned():
@@ -79,7 +84,7 @@ def test_a_wedged_call_is_caught_by_the_watchdog_while_it_still_hangs():
     time.sleep(0.3)
     t0 = time.perf_counter()
     with pytest.raises(DeviceUnhealthy, match="past its deadline"):
-        guard.check()
+        check(guard)
     assert time.perf_counter() - t0 < 0.1  # the check itself never waits on the device
 
 
@@ -88,7 +93,7 @@ def test_a_wedged_device_without_traffic_fails_the_probe_within_its_timeout():
     guard.faults.inject("hang")
     t0 = time.perf_counter()
     with pytest.raises(DeviceUnhealthy, match="did not finish"):
-        guard.check()
+        check(guard)
     assert time.perf_counter() - t0 < 1.0
 
 
@@ -97,7 +102,7 @@ def test_a_changed_probe_answer_trips():
     guard = DeviceGuard("cpu", lambda: next(answers))
     guard.arm()
     with pytest.raises(DeviceUnhealthy, match="answer changed"):
-        guard.check()
+        check(guard)
 
 
 def test_injection_is_refused_unless_enabled():
