@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from actors.errors import DeviceUnhealthy
 from actors.faults import FaultSwitch
+from actors.process import exit_soon
 
 
 @dataclass
@@ -252,42 +254,61 @@ class DeviceGuard:
         return get() if callable(get) else a
 
 
-#: Exit status of a replica that ended itself after its device failed.
-DEVICE_FAULT_EXIT_CODE = 75
 #: A held health check waits this long after a trip for ``exit_soon`` to end the process.
 EXIT_GRACE_S = 0.5
 
 
-def replica_guard(
-    device: str,
-    probe: Callable[[], Any],
-    *,
-    probe_timeout_s: float,
-    exit_on_device_fault: bool,
-    fault_injection: bool,
-) -> DeviceGuard:
+class GuardSettings(BaseModel):
+    """How a model replica watches its device (``args.resilience`` in deploy.yaml extends this;
+    README "Operations" explains each trade-off). Defined once, here, for every deployment."""
+
+    model_config = ConfigDict(extra="forbid")
+    watchdog_s: float = Field(
+        10.0,
+        gt=0,
+        le=600,
+        description="A device call running this long marks its replica unhealthy (wedged), "
+        "seconds; an offline solve gets its time limit on top.",
+    )
+    probe_timeout_s: float = Field(
+        1.0,
+        gt=0,
+        le=60,
+        description="The health probe (milliseconds of work) must finish within this, seconds; "
+        "keep it under health_check_timeout_s so a hung probe trips the replica first.",
+    )
+    health_hold_s: float = Field(
+        0.5,
+        ge=0,
+        le=10,
+        description="After its probe a health check waits this long while the device stays "
+        "healthy and ends the moment it fails, so Serve sees a failed replica's crash within "
+        "a control-loop tick instead of at the next health_check_period_s. 0: answer at once "
+        "(Serve's plain polling). Keep it + EXIT_GRACE_S under health_check_timeout_s.",
+    )
+    exit_on_device_fault: bool = Field(
+        True,
+        description="A replica whose device failed ends its process, so Serve replaces it at "
+        "once instead of after three failed health checks.",
+    )
+    fault_injection: bool = Field(
+        False,
+        description="Drills only: enable POST /admin/faults and the replicas' inject_fault.",
+    )
+
+
+def replica_guard(device: str, probe: Callable[[], Any], settings: GuardSettings) -> DeviceGuard:
     """The guard of a model replica, armed: on a device fault it ends the process
-    (``exit_soon``) when ``exit_on_device_fault``; ``fault_injection`` enables the drills'
-    switch. Raises whatever the probe raises (a replica that cannot run it must not start)."""
+    (``exit_soon``) when ``settings.exit_on_device_fault``; ``settings.fault_injection`` enables
+    the drills' switch. Raises whatever the probe raises (a replica that cannot run it must not
+    start)."""
     guard = DeviceGuard(
         device,
         probe,
-        faults=FaultSwitch(enabled=fault_injection),
-        probe_timeout_s=probe_timeout_s,
-        on_trip=exit_soon if exit_on_device_fault else None,
-        trip_grace_s=EXIT_GRACE_S if exit_on_device_fault else 0.0,
+        faults=FaultSwitch(enabled=settings.fault_injection),
+        probe_timeout_s=settings.probe_timeout_s,
+        on_trip=exit_soon if settings.exit_on_device_fault else None,
+        trip_grace_s=EXIT_GRACE_S if settings.exit_on_device_fault else 0.0,
     )
     guard.arm()
     return guard
-
-
-def exit_soon(delay_s: float = 0.1, code: int = DEVICE_FAULT_EXIT_CODE) -> None:
-    """End this process shortly (after the refusals already raised have been sent back).
-
-    A poisoned CUDA context only clears with a new process. Exiting lets Serve see a dead
-    replica at its next health check and replace it at once, instead of after three failed
-    checks; requests still in flight here fail with ``RayActorError`` and fail over.
-    """
-    import os
-
-    threading.Timer(delay_s, os._exit, args=(code,)).start()

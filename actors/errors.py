@@ -17,3 +17,14 @@ class DeviceUnhealthy(RuntimeError):
 
     def __reduce__(self):  # crosses process boundaries through Ray: rebuild from both fields
         return (type(self), (self.device, self.reason))
+
+
+class DeadlinePassed(RuntimeError):
+    """A queued request's deadline passed before any of it ran: dropped, not computed."""
+
+    def __init__(self, waited_s: float) -> None:
+        super().__init__(f"dropped after waiting {waited_s:.3f} s: its deadline passed")
+        self.waited_s = waited_s
+
+    def __reduce__(self):
+        return (type(self), (self.waited_s,))

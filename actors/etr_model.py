@@ -1,16 +1,24 @@
-"""The ETR deployment: the delivery-time model behind dynamic batching.
+"""The ETR deployment: the delivery-time model behind a classed, adaptive batcher.
 
-Requests carry ``float32[k, 39]`` feature rows; ``@serve.batch`` gathers requests until the
-batch holds ``max_batch_size`` rows or ``batch_wait_timeout_s`` passes, runs the model once and
-hands each caller its slice. Both knobs live in ``user_config`` and change at runtime through
-``reconfigure`` (no restart).
+Requests carry ``float32[k, 39]`` feature rows, a traffic class and the time their caller
+still waits. Rows queue in a ``BatchQueue`` (``actors.scheduling``); one batch runs on the
+device at a time, filled online rows first, offline rows in the room left, up to
+``max_batch_size`` rows. A request larger than that is split over consecutive batches (a legal
+request is never refused for its size). The batcher adapts: an idle device runs whatever is
+queued at once (``batch_wait_timeout_s`` 0), and batches grow by themselves while the device
+is busy, so batching costs nothing at low load and pays at high load. A request whose caller
+gave up (deadline passed) before any of its rows ran is dropped.
+
+Knobs live in ``user_config`` and change at runtime through ``reconfigure`` (no restart).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
+import logging
+import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +26,15 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
-from actors.device import replica_guard
+from actors.device import GuardSettings, replica_guard
+from actors.errors import DeadlinePassed
 from actors.faults import replica_id
 from actors.metrics import ModelMetrics
+from actors.scheduling import BatchQueue, TrafficClass
 from etr import load_artifact, load_runtime
 from etr.runtime import check_features
+
+log = logging.getLogger("orml.etr")
 
 
 def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: float) -> None:
@@ -55,9 +67,17 @@ class EtrUserConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_batch_size: int = Field(256, ge=1, le=65536, description="Rows per model call, at most.")
     batch_wait_timeout_s: float = Field(
-        0.002, ge=0.0, le=1.0, description="How long a batch waits to fill, seconds."
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="How long an idle device waits for more rows before running a batch "
+        "smaller than max_batch_size, seconds. 0: at once (batches still grow while the "
+        "device is busy).",
     )
     batching: bool = Field(True, description="False runs every request on its own (baseline).")
+    offline_aging_s: float = Field(
+        10.0, gt=0, description="An offline request waiting this long is served as online."
+    )
     memory_budget_mb: float | None = Field(
         None,
         gt=0,
@@ -65,40 +85,42 @@ class EtrUserConfig(BaseModel):
     )
 
 
+@dataclass(eq=False)
+class _Pending:
+    """One request in the batcher: its rows, its answer as it fills, its caller's future."""
+
+    features: np.ndarray
+    out: np.ndarray
+    future: asyncio.Future[np.ndarray]
+    enqueued: float
+    done_rows: int = 0
+    started: bool = False
+
+
 @serve.deployment(name="Etr", ray_actor_options={"num_cpus": 0.5})
 class EtrDeployment:
-    """model_version : a version under models/etr (None = latest); runtime : see etr.select.
-
-    watchdog_s : a model call still running after this long marks the replica unhealthy;
-    exit_on_device_fault : end the process once the device failed (``actors.device.exit_soon``);
-    health_hold_s : a health check waits this long unless the device fails meanwhile;
-    fault_injection : accept ``inject_fault`` (drills only).
-    """
+    """model_version : a version under models/etr (None = latest); runtime : see etr.select;
+    guard : the replica's ``actors.device.GuardSettings`` as a dict."""
 
     def __init__(
         self,
         model_version: str | None = None,
         runtime: str = "auto",
-        watchdog_s: float = 10.0,
-        probe_timeout_s: float = 1.0,
-        exit_on_device_fault: bool = True,
-        health_hold_s: float = 0.0,
-        fault_injection: bool = False,
+        guard: dict[str, Any] | None = None,
     ) -> None:
+        self.settings = GuardSettings(**(guard or {}))
         self.artifact = load_artifact("etr", model_version)
         self.runtime = load_runtime(self.artifact, runtime)  # type: ignore[arg-type]
         self.config = EtrUserConfig()
         self.metrics = ModelMetrics(f"etr-v{self.artifact.version}")
-        self.watchdog_s = watchdog_s
         sample = np.load(self.artifact.path / "sample_features.npy", allow_pickle=False)[:16]
-        self.health_hold_s = health_hold_s
         self.guard = replica_guard(
-            self.runtime.device,
-            lambda: self.runtime.predict(sample),
-            probe_timeout_s=probe_timeout_s,
-            exit_on_device_fault=exit_on_device_fault,
-            fault_injection=fault_injection,
+            self.runtime.device, lambda: self.runtime.predict(sample), self.settings
         )
+        self._queue = BatchQueue(self.config.offline_aging_s)
+        self._pending: dict[int, _Pending] = {}
+        self._has_work: asyncio.Event | None = None
+        self._runner: asyncio.Task[None] | None = None
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``; raises pydantic.ValidationError naming a bad field."""
@@ -111,8 +133,7 @@ class EtrDeployment:
                 config.memory_budget_mb,
             )
         self.config = config
-        self._batched.set_max_batch_size(self.config.max_batch_size)
-        self._batched.set_batch_wait_timeout_s(self.config.batch_wait_timeout_s)
+        self._queue.offline_aging_s = config.offline_aging_s
 
     def ready(self) -> dict[str, Any]:
         return {
@@ -128,40 +149,106 @@ class EtrDeployment:
         """Drills only (see ``actors.faults``); FaultInjectionDisabled unless deployed with it."""
         return {"replica": replica_id(), "at": self.guard.faults.inject(kind)}
 
-    def _run_model(self, rows: np.ndarray) -> np.ndarray:
-        with self.guard.watch(self.watchdog_s):
-            return self.runtime.to_numpy(self.runtime.predict(rows))
+    async def predict(
+        self,
+        features: np.ndarray,
+        traffic_class: str = TrafficClass.ONLINE,
+        timeout_s: float = math.inf,
+    ) -> np.ndarray:
+        """Minutes float32[k] for features float32[k, 39].
 
-    async def predict(self, features: np.ndarray) -> np.ndarray:
-        """Minutes float32[k] for features float32[k, 39]; ValueError on bad input."""
+        traffic_class : "online" rows go first; timeout_s : how long the caller still waits.
+        Raises ValueError on bad rows, DeviceUnhealthy after a device fault, DeadlinePassed if
+        the request expired before any of it ran.
+        """
         self.guard.ensure()
-        features = np.asarray(features, np.float32)
-        # Check here, per request, so one caller's bad rows never fail a whole batch.
-        features = check_features(features, self.runtime.n_features)
+        # Checked here, per request, so one caller's bad rows never fail a whole batch.
+        features = check_features(np.asarray(features, np.float32), self.runtime.n_features)
         if not self.config.batching:
             t0 = time.perf_counter()
             out = await asyncio.to_thread(self._run_model, features)
             self.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
             return out
-        return await self._batched((time.perf_counter(), features))
+        now = time.monotonic()
+        key = self._queue.put(len(features), TrafficClass(traffic_class), now, now + timeout_s)
+        pending = _Pending(
+            features,
+            np.empty(len(features), np.float32),
+            asyncio.get_running_loop().create_future(),
+            now,
+        )
+        self._pending[key] = pending
+        self._wake()
+        try:
+            return await pending.future
+        except asyncio.CancelledError:  # the caller went away: its rows need not run
+            self._queue.remove(key)
+            self._pending.pop(key, None)
+            raise
 
-    @serve.batch(
-        max_batch_size=256,
-        batch_wait_timeout_s=0.002,
-        batch_size_fn=lambda b: sum(len(item[1]) for item in b),
-    )
-    async def _batched(self, items: list[tuple[float, np.ndarray]]) -> list[np.ndarray]:
-        start = time.perf_counter()
-        rows = np.concatenate([f for _, f in items])
-        # In a worker thread: the event loop keeps gathering the next batch meanwhile, and a
-        # wedged device blocks that thread, not the health check.
-        out = await asyncio.to_thread(self._run_model, rows)
-        done = time.perf_counter()
-        for enqueued, _ in items:
-            self.metrics.observe((start - enqueued) * 1e3, None, None)
-        self.metrics.observe(None, (done - start) * 1e3, len(rows))
-        bounds = np.cumsum([0] + [len(f) for _, f in items])
-        return [out[a:b] for a, b in itertools.pairwise(bounds)]
+    def _wake(self) -> None:
+        if self._has_work is None:
+            self._has_work = asyncio.Event()
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.ensure_future(self._run_batches())
+        self._has_work.set()
+
+    async def _run_batches(self) -> None:
+        assert self._has_work is not None
+        while True:
+            await self._has_work.wait()
+            self._has_work.clear()
+            wait = self.config.batch_wait_timeout_s
+            if wait > 0 and self._queue.rows_waiting() < self.config.max_batch_size:
+                await asyncio.sleep(wait)
+            while len(self._queue):
+                try:
+                    await self._run_one_batch()
+                except Exception:  # never leave callers hanging on a bug in here
+                    log.exception("ETR batcher failed a batch")
+
+    async def _run_one_batch(self) -> None:
+        batch = self._queue.next_batch(self.config.max_batch_size, time.monotonic())
+        for key in batch.expired:
+            pending = self._pending.pop(key, None)
+            if pending is not None and not pending.future.done():
+                pending.future.set_exception(DeadlinePassed(time.monotonic() - pending.enqueued))
+        if not batch.slices:
+            return
+        parts = [self._pending[s.key].features[s.start : s.stop] for s in batch.slices]
+        rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        start, started_at = time.perf_counter(), time.monotonic()
+        try:
+            # In a worker thread: the event loop keeps queueing the next batch meanwhile, and
+            # a wedged device blocks that thread, not the health check.
+            out = await asyncio.to_thread(self._run_model, rows)
+        except Exception as exc:
+            for s in batch.slices:
+                self._queue.remove(s.key)
+                pending = self._pending.pop(s.key, None)
+                if pending is not None and not pending.future.done():
+                    pending.future.set_exception(exc)
+            return
+        self.metrics.observe(None, (time.perf_counter() - start) * 1e3, len(rows))
+        offset = 0
+        for s in batch.slices:
+            part, offset = out[offset : offset + s.rows], offset + s.rows
+            pending = self._pending.get(s.key)
+            if pending is None:  # cancelled meanwhile
+                continue
+            if not pending.started:
+                pending.started = True
+                self.metrics.observe((started_at - pending.enqueued) * 1e3, None, None)
+            pending.out[s.start : s.stop] = part
+            pending.done_rows += s.rows
+            if pending.done_rows == len(pending.out):
+                del self._pending[s.key]
+                if not pending.future.done():
+                    pending.future.set_result(pending.out)
+
+    def _run_model(self, rows: np.ndarray) -> np.ndarray:
+        with self.guard.watch(self.settings.watchdog_s):
+            return self.runtime.to_numpy(self.runtime.predict(rows))
 
     async def check_health(self) -> None:
-        await self.guard.check_and_hold(self.health_hold_s)
+        await self.guard.check_and_hold(self.settings.health_hold_s)

@@ -25,6 +25,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from actors.process import exit_soon
+
 
 class FaultKind(enum.StrEnum):
     POISON = "poison"
@@ -72,8 +74,6 @@ class FaultSwitch:
         elif kind is FaultKind.HANG:
             self._hung.set()
         else:
-            from actors.device import exit_soon  # (device imports this module)
-
             self._crash_at = time.monotonic() + CRASH_ARM_S
             exit_soon(CRASH_FALLBACK_S, CRASH_EXIT_CODE)
         return now

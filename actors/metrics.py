@@ -1,4 +1,5 @@
-"""Per-model metrics, exported through Ray's Prometheus endpoint (``ray_`` prefix).
+"""Per-model metrics of a model replica, exported through Ray's Prometheus endpoint (``ray_``
+prefix); the ingress's own metrics are in ``serve_app.metrics``.
 
 Queue time (request waiting for its batch) and compute time (the model call) are separate
 histograms, as in Triton's per-model metrics; the batch-size histogram shows whether dynamic
@@ -7,12 +8,9 @@ batching is doing its job.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import ClassVar
-
 from ray.serve import metrics
 
-_MS_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500]
+MS_BUCKETS = [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500]
 _BATCH_BUCKETS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 
 
@@ -24,13 +22,13 @@ class ModelMetrics:
         self.queue_ms = metrics.Histogram(
             "orml_model_queue_ms",
             description="Time a request waited for its batch, ms.",
-            boundaries=_MS_BUCKETS,
+            boundaries=MS_BUCKETS,
             tag_keys=("model",),
         )
         self.compute_ms = metrics.Histogram(
             "orml_model_compute_ms",
             description="Time the model ran for one batch, ms.",
-            boundaries=_MS_BUCKETS,
+            boundaries=MS_BUCKETS,
             tag_keys=("model",),
         )
         self.batch_rows = metrics.Histogram(
@@ -47,76 +45,3 @@ class ModelMetrics:
             self.compute_ms.observe(compute_ms, tags=self.tags)
         if rows is not None:
             self.batch_rows.observe(rows, tags=self.tags)
-
-
-@lru_cache(maxsize=1)
-def request_counter() -> metrics.Counter:
-    """Requests by endpoint, status code and priority (recorded by the ingress)."""
-    return metrics.Counter(
-        "orml_requests",
-        description="HTTP requests by endpoint, status and priority.",
-        tag_keys=("endpoint", "status", "priority"),
-    )
-
-
-@lru_cache(maxsize=1)
-def stage_histogram() -> metrics.Histogram:
-    """Dispatch pipeline stage latency (tagged ``stage``)."""
-    return metrics.Histogram(
-        "orml_dispatch_stage_ms",
-        description="Dispatch pipeline stage wall time, ms.",
-        boundaries=_MS_BUCKETS,
-        tag_keys=("stage",),
-    )
-
-
-@lru_cache(maxsize=1)
-def failover_counter() -> metrics.Counter:
-    """Failed attempts the ingress retried on another replica (tagged call and error)."""
-    return metrics.Counter(
-        "orml_failovers",
-        description="Deployment calls retried on another replica, by call and error.",
-        tag_keys=("target", "error"),
-    )
-
-
-class CacheMetrics:
-    """Cache hits/misses per level and namespace, Redis and decode errors (counters), L1 bytes
-    and breaker state (gauges; breaker 0 closed, 1 half-open, 2 open)."""
-
-    _BREAKER: ClassVar[dict[str, int]] = {"closed": 0, "half_open": 1, "open": 2}
-
-    def __init__(self, component: str) -> None:
-        self.component = component
-        self.hits = metrics.Counter(
-            "orml_cache_hits", description="Cache hits.", tag_keys=("level", "namespace")
-        )
-        self.misses = metrics.Counter(
-            "orml_cache_misses", description="Cache misses.", tag_keys=("namespace",)
-        )
-        self.errors = metrics.Counter(
-            "orml_cache_errors", description="Redis / decode errors.", tag_keys=("kind",)
-        )
-        self.l1_bytes = metrics.Gauge("orml_cache_l1_bytes", description="Bytes held in L1.")
-        self.breaker = metrics.Gauge(
-            "orml_cache_breaker_state", description="0 closed, 1 half-open, 2 open."
-        )
-        self._last: dict[tuple[str, ...], int] = {}
-
-    def _inc(self, counter: metrics.Counter, key: tuple[str, ...], total: int, tags: dict) -> None:
-        delta = total - self._last.get(key, 0)
-        if delta > 0:
-            counter.inc(delta, tags=tags)
-            self._last[key] = total
-
-    def export(self, cache) -> None:  # cache: MultiLevelCache
-        s = cache.stats
-        for (level, ns), n in s.hits.items():
-            self._inc(self.hits, ("hit", level, ns), n, {"level": level, "namespace": ns})
-        for ns, n in s.misses.items():
-            self._inc(self.misses, ("miss", ns), n, {"namespace": ns})
-        self._inc(self.errors, ("redis",), s.redis_errors, {"kind": "redis"})
-        self._inc(self.errors, ("decode",), s.decode_errors, {"kind": "decode"})
-        self.l1_bytes.set(cache.l1.bytes_held)
-        if cache.l2 is not None:
-            self.breaker.set(self._BREAKER[cache.l2.breaker.state.value])

@@ -106,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from serve_app.launch import start
+    from serve_app.ops.launch import start
 
     urls = start(
         args.config,

@@ -7,7 +7,8 @@ from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign, auction
 from kernels.backend import array_module, cupy_available, resolve_backend
 from kernels.improve import improve, route_cost
-from kernels.insertion_costs import Insertions, insertion_costs, route_context
+from kernels.insertion_costs import insertion_costs, route_context
+from kernels.insertion_types import Insertions
 from kernels.schedule import Schedule, schedule
 
 __all__ = [

@@ -23,7 +23,7 @@ KERNEL_NAME = "orml_insertion_costs"
 @lru_cache(maxsize=1)
 def kernel_parameters() -> tuple[str, ...]:
     """Parameter names of ``orml_insertion_costs`` in the ``.cu`` source, in order."""
-    from kernels.insertion_costs import CUDA_SOURCE
+    from kernels.insertion_types import CUDA_SOURCE
 
     source = CUDA_SOURCE.read_text()
     match = re.search(rf"__global__\s+void\s+{KERNEL_NAME}\s*\(([^)]*)\)", source)
@@ -64,7 +64,7 @@ def launch_arguments(
 def _kernel() -> Any:
     import cupy
 
-    from kernels.insertion_costs import CUDA_SOURCE
+    from kernels.insertion_types import CUDA_SOURCE
 
     module = cupy.RawModule(code=CUDA_SOURCE.read_text(), options=NVRTC_OPTIONS)
     return module.get_function(KERNEL_NAME)
@@ -76,7 +76,7 @@ def insertion_costs_cuda(
     """Launch one thread per pair; arguments already checked by ``insertion_costs``."""
     import cupy
 
-    from kernels.insertion_costs import Insertions
+    from kernels.insertion_types import Insertions
 
     n_routes = routes.shape[0]
     total = n_routes if pairs else n_routes * len(orders)

@@ -272,7 +272,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 def route_context_jit(routes: RouteArrays) -> Any:
     """``insertion_costs.route_context`` for NumPy arrays, compiled; the same numbers."""
-    from kernels.insertion_costs import RouteContext
+    from kernels.insertion_types import RouteContext
 
     n_routes, n_slots = routes.shape
     f32 = np.float32
@@ -328,7 +328,7 @@ def insertion_costs_jit(
 
     parallel : None picks the thread pool for batches of PARALLEL_MIN_PLACEMENTS or more.
     """
-    from kernels.insertion_costs import Insertions
+    from kernels.insertion_types import Insertions
 
     n_routes = routes.shape[0]
     n_orders = len(orders)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels.arrays import OrderArrays, RouteArrays
-from kernels.insertion_costs import Insertions
+from kernels.insertion_types import Insertions
 
 
 @dataclass(frozen=True)

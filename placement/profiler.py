@@ -4,10 +4,11 @@
     python bench/etr.py --profiles profiles          (the ETR runtimes)
 
 The OR solver's unit of work is one dispatch round of the given size (it is not batched):
-latency is candidates + assignment, p50/p99 over repeats. Memory: on a GPU the CUDA context
-(pynvml's per-process usage before any array, minus nothing), the kernels' workspace (CuPy
-pool high-water mark after a round); on the CPU the process RSS before and after, so the whole
-pipeline runs here. Writes profiles/or_solver/<device>-<backend>.json.
+latency is one ``solve_round`` (price, assign, insert, improve), p50/p99 over repeats.
+Memory: on a GPU the CUDA context (pynvml's per-process usage before any array, minus
+nothing), the kernels' workspace (CuPy pool high-water mark after a round); on the CPU the
+process RSS before and after, so the whole pipeline runs here.
+Writes profiles/or_solver/<device>-<backend>.json.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
     from domain import DispatchWeights
     from kernels.backend import module_for, resolve_backend
     from planner import generate_round
-    from planner.dispatch_round import assign_and_insert, price_candidates, round_arrays
+    from planner.dispatch_round import round_arrays, solve_round
 
     backend = resolve_backend(backend)
     xp = module_for(backend)
@@ -54,8 +55,7 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
     times = []
     for k in range(repeats + 2):
         t0 = time.perf_counter()
-        first = price_candidates(dev, weights)
-        assign_and_insert(dev, weights, first=first)
+        solve_round(dev, weights)
         if k >= 2:  # two warm-ups (kernel compile on a GPU)
             times.append((time.perf_counter() - t0) * 1e3)
     if backend == "cupy":
@@ -72,7 +72,7 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
         "device_type": device_type,
         "runtime": backend,
         "measured": dt.date.today().isoformat(),
-        "basis": f"one {riders}x{orders} round per call, candidates + assignment",
+        "basis": f"one {riders}x{orders} round per call, solve_round (price, assign, improve)",
         "context_mb": round(context_mb, 1),
         "weights_mb": 0.0,
         "workspace_mb": round(workspace_mb, 1),

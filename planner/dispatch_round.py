@@ -1,12 +1,18 @@
 """``dispatch_round``: one round, end to end, as a pure function of a ``DispatchRound``.
 
-pack -> insertion costs -> assignment -> insert (repeat up to max_orders_per_rider times, each
-pass re-pricing the remaining orders against the routes that now hold the earlier picks) ->
-relocate-improve the changed routes -> unpack into a ``DispatchPlan``.
+The stages (``STAGES``; each reports ``<stage>_ms``), the same names in-process and served:
 
-The stages are public so the serving pipeline can run them in separate processes on arrays:
-``round_arrays`` -> ``price_candidates`` (OR) -> ETR minutes -> ``assign_and_insert`` (OR) ->
-``build_plan``; ``dispatch_round`` is the same composition in one process.
+    pack    ``round_arrays``: the round's domain types into arrays
+    etr     ETR minutes per new order -> ``etr_floor_seconds`` (served: cache, then the model;
+            in-process the minutes are an input and this stage is not timed)
+    solve   ``solve_round``: price every (rider, order) insertion, assign, insert (repeat up to
+            max_orders_per_rider times, each pass re-pricing the remaining orders against the
+            routes that now hold the earlier picks), relocate-improve the changed routes; one
+            call on the solver's device, reporting ``SOLVE_STEPS`` inside it
+    unpack  ``build_plan``: arrays back into a ``DispatchPlan``
+
+The served pipeline (``serve_app.pipeline``) runs pack and etr at the ingress and solve as one
+call to a solver replica, so the R x O candidate arrays never leave the solver's device.
 """
 
 from __future__ import annotations
@@ -33,10 +39,14 @@ from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
 from kernels.backend import array_module, module_for, resolve_backend, to_numpy
 from kernels.improve import improve
-from kernels.insertion_costs import Insertions, insertion_costs
+from kernels.insertion_costs import insertion_costs
+from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
 from kernels.schedule import schedule
 from planner.packing import PackedRound, pack_round
+
+STAGES = ("pack", "etr", "solve", "unpack")
+SOLVE_STEPS = ("insertion_ms", "assign_ms", "insert_ms", "improve_ms")
 
 
 def nearest_riders(routes: RouteArrays, orders: OrderArrays, k: int) -> tuple[Any, Any]:
@@ -106,10 +116,17 @@ class RoundArrays:
     def to(self, xp: Any) -> RoundArrays:
         return RoundArrays(self.routes.to(xp), self.orders.to(xp), xp.asarray(self.owner))
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of array data (what a call carrying these arrays ships)."""
+        batches = (self.routes, self.orders)
+        arrays = [getattr(b, f) for b in batches for f in b.__dataclass_fields__]
+        return int(sum(a.nbytes for a in arrays) + self.owner.nbytes)
+
 
 @dataclass(frozen=True)
 class Assigned:
-    """What the assignment stage returns (host NumPy).
+    """What the solve stage returns (host NumPy).
 
     routes, owner : the routes after insertion and improvement.
     rider_of : int64[O] rider index per new order, -1 if unassigned.
@@ -140,7 +157,8 @@ def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
 
 
 def price_candidates(arrays: RoundArrays, weights: DispatchWeights) -> Insertions:
-    """Stage 1 (OR): the insertion of every new order into every route, on the arrays' device."""
+    """The insertion of every new order into every route, on the arrays' device (the first
+    step of ``solve_round``; the solver's health probe runs it alone)."""
     return _price(arrays.routes, arrays.orders, weights.late_weight, weights.candidate_riders)
 
 
@@ -160,20 +178,18 @@ def etr_adjusted_cost(ins: Insertions, due: Any, etr_floor: Any, late_weight: fl
     return xp.where(xp.isfinite(ins.cost), out, xp.inf).astype(xp.float32)
 
 
-def assign_and_insert(
+def solve_round(
     arrays: RoundArrays,
     weights: DispatchWeights,
     *,
-    first: Insertions | None = None,
     etr_floor: Any = None,
     improve_routes: bool = True,
 ) -> Assigned:
-    """Stage 3 (OR): assign, insert, re-price and repeat (k passes), then improve.
+    """The solve stage: price, assign, insert, re-price and repeat (k passes), then improve.
 
-    first : stage 1's insertions for all pairs (priced here if None).
     etr_floor : float32[O] earliest credible drop-off per order (seconds since now) from the
         ETR model, or None.
-    Runs on the arrays' device; returns host NumPy.
+    Runs on the arrays' device; returns host NumPy (``Assigned``, its timings ``SOLVE_STEPS``).
     """
     timings: dict[str, float] = {"insertion_ms": 0.0, "assign_ms": 0.0, "insert_ms": 0.0}
     routes, orders, owner = arrays.routes, arrays.orders, arrays.owner
@@ -193,8 +209,8 @@ def assign_and_insert(
         if open_orders.size == 0 or open_riders.size == 0:
             break
         t0 = time.perf_counter()
-        if step == 0 and first is not None:
-            ins = first
+        if step == 0:
+            ins = _price(routes, orders, w, weights.candidate_riders)
         else:
             sub_routes = routes.take(xp.asarray(open_riders))
             sub_orders = orders.take(xp.asarray(open_orders))
@@ -282,14 +298,15 @@ def dispatch_round(
                 f"etr_minutes has {len(etr_minutes)} values for {len(round_.orders)} orders"
             )
         floor = etr_floor_seconds(round_, etr_minutes)
-    pack_ms = (time.perf_counter() - t0) * 1000.0
-    assigned = assign_and_insert(
+    t1 = time.perf_counter()
+    assigned = solve_round(
         arrays.to(xp), round_.weights, etr_floor=floor, improve_routes=improve_routes
     )
-    t1 = time.perf_counter()
+    t2 = time.perf_counter()
     plan = build_plan(round_, packed, assigned, floor)
-    timings = {"pack_ms": pack_ms, **assigned.timings_ms}
-    timings["unpack_ms"] = (time.perf_counter() - t1) * 1000.0
+    timings = {"pack_ms": (t1 - t0) * 1000.0, "solve_ms": (t2 - t1) * 1000.0}
+    timings.update(assigned.timings_ms)
+    timings["unpack_ms"] = (time.perf_counter() - t2) * 1000.0
     timings["total_ms"] = (time.perf_counter() - t0) * 1000.0
     return replace(plan, timings_ms=timings)
 

@@ -1,50 +1,61 @@
-"""The ingress: FastAPI routes over the OR solver and ETR deployments.
+"""The ingress deployment: the HTTP routes, the gRPC methods and the Python handle API, each a
+thin adapter over one ``serve_app.pipeline.Pipeline``.
 
 (No ``from __future__ import annotations`` here: FastAPI must see real types through
 ``serve.ingress``.)
 
-The dispatch pipeline keeps arrays between deployments (no JSON inside the app):
-
-    pack (here) -> OrSolver.candidates -> ETR cache (here) -> Etr.predict for the misses
-                (batched across requests) -> OrSolver.assign -> plan (here)
-
-``plan`` is also the Python handle API: ``serve.get_app_handle("orml").plan.remote(round_)``.
+Every protocol does the same three things: build the request's ``CallContext`` (deadline,
+traffic class), hand the pipeline a decoder that parses the body only once the request is
+admitted, and encode the answer. Errors of every protocol come from one table
+(``serve_app.errors``).
 """
 
 import asyncio
-import time
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from fastapi import FastAPI, HTTPException, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from actors.cache_setup import build_cache
-from actors.metrics import CacheMetrics, request_counter, stage_histogram
-from cache.keys import cache_key
+from actors.scheduling import TrafficClass
 from domain import DispatchPlan, DispatchRound
-from etr.features import N_FEATURES, features_from_orders
+from etr.features import N_FEATURES
 from etr.runtime import check_features
-from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
-from planner.pdptw.instance import InstanceError, build_instance
-from serve_app import errors
+from serve_app import http_edge
 from serve_app.body_limit import BodyLimit
+from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
-from serve_app.errors import LimitExceeded
+from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.failover import Failover
-from serve_app.heap_probe import HeapProbe
+from serve_app.grpc_api.servicer import GrpcIngress
+from serve_app.handles import EtrHandle, SolverHandle
+from serve_app.metrics import CacheMetrics, stage_histogram
+from serve_app.openapi import document_request_bodies
+from serve_app.ops.heap_probe import HeapProbe
+from serve_app.pipeline import (
+    Admission,
+    CallContext,
+    DispatchCall,
+    EtrCall,
+    FieldError,
+    InvalidInput,
+    Lane,
+    Pipeline,
+    SolveCall,
+)
+from serve_app.request_metrics import RequestMetrics
 from serve_app.schemas import (
     DispatchRequest,
     DispatchResponse,
-    DomainError,
     EtrRequest,
     EtrResponse,
     FaultRequest,
     SolveRequest,
     SolveResponse,
+    plan_to_dict,
 )
 
 api = FastAPI(
@@ -54,36 +65,55 @@ api = FastAPI(
 )
 _limits = Limits()
 api.add_middleware(BodyLimit, limit=lambda: _limits.max_body_bytes)
-errors.install(api)
+api.add_middleware(RequestMetrics)
+document_request_bodies(
+    api,
+    {"/v1/dispatch": DispatchRequest, "/v1/etr": EtrRequest, "/v1/routes/solve": SolveRequest},
+)
 
 
-@api.middleware("http")
-async def _count_requests(request: Request, call_next: Any) -> Any:
-    response = await call_next(request)
-    request_counter().inc(
-        tags={
-            "endpoint": request.url.path,
-            "status": str(response.status_code),
-            "priority": request.headers.get("x-priority", "online"),
+@api.exception_handler(Exception)
+async def _error(request: Request, exc: Exception) -> Response:
+    """Every error, every route: the status and detail from ``serve_app.errors``."""
+    if isinstance(exc, HTTPException):
+        return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+    if isinstance(exc, RequestValidationError):
+        exc = InvalidInput([FieldError(tuple(e["loc"]), e["msg"], e["type"]) for e in exc.errors()])
+    request_id = request.headers.get("x-request-id") or ""
+    content: dict[str, Any] = {"detail": detail_for(exc, request_id)}
+    headers = {}
+    answer = answer_for(exc)
+    if answer.http_status == 500:
+        content["request_id"] = request_id
+    after = retry_after_s(exc)
+    if after is not None:
+        headers["Retry-After"] = retry_after_header(after)
+    return JSONResponse(content, answer.http_status, headers)
+
+
+# FastAPI registers handlers for these itself; route them through the table too.
+api.add_exception_handler(HTTPException, _error)
+api.add_exception_handler(RequestValidationError, _error)
+
+
+def build_admission(args: DispatchAppArgs) -> Admission:
+    a = args.admission
+    return Admission(
+        {
+            name: Lane(name, lane.max_in_flight, lane.max_queued, a.offline_max_share)
+            for name, lane in (("dispatch", a.dispatch), ("etr", a.etr), ("solve", a.solve))
         }
     )
-    return response
 
 
-def check_round_limits(req: DispatchRequest, limits: Limits) -> None:
-    """Raise LimitExceeded (413) for a round over the configured sizes."""
-    if len(req.riders) > limits.max_riders:
-        raise LimitExceeded("riders", len(req.riders), limits.max_riders)
-    if len(req.orders) > limits.max_orders:
-        raise LimitExceeded("orders", len(req.orders), limits.max_orders)
-    longest = max((len(r.route) for r in req.riders), default=0)
-    if longest > limits.max_route_stops:
-        raise LimitExceeded("route stops", longest, limits.max_route_stops)
+def _observe_timings(endpoint: str, timings: dict[str, float]) -> None:
+    for stage, ms in timings.items():
+        stage_histogram().observe(ms, tags={"stage": stage})
 
 
-@serve.deployment(name="Ingress", ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=256)
+@serve.deployment(name="Ingress", ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=1024)
 @serve.ingress(api)
-class DispatchIngress:
+class DispatchIngress(GrpcIngress):
     def __init__(
         self,
         or_solver: DeploymentHandle,
@@ -94,98 +124,79 @@ class DispatchIngress:
         global _limits
         self.args = DispatchAppArgs(**args)
         _limits = self.args.limits
-        self.or_solver = or_solver
-        self.offline_solver = offline_solver or or_solver
-        self.etr = etr
         res = self.args.resilience
         self.failover = Failover(res.call_timeout_s, res.retry_budget_s)
-        self._model_version: str | None = None
-        # The ETR cache sits here, in front of the hop: a hit costs no call to the model.
-        self.cache = build_cache(self.args.cache.model_dump())
+        self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.watchdog_s)
+        self.offline_solver = SolverHandle(
+            offline_solver or or_solver, self.failover, "OfflineSolver", res.watchdog_s
+        )
+        self.etr = EtrHandle(etr, self.failover)
+        # The caches sit here, in front of the hops: a hit costs no call to a model.
+        self.cache = build_cache(self.args.cache)
         self._cache_metrics = CacheMetrics("etr")
+        self.admission = build_admission(self.args)
+        self.pipeline = Pipeline(
+            solver=self.solver,
+            offline_solver=self.offline_solver,
+            etr=self.etr,
+            admission=self.admission,
+            limits=self.args.limits,
+            cache=self.cache,
+            improve_routes=self.args.improve_routes,
+            on_timings=_observe_timings,
+        )
         self._heap = HeapProbe()
 
-    async def etr_predict(self, features: np.ndarray) -> np.ndarray:
-        """ETR minutes float32[k] for features float32[k, 39], through the result cache."""
-        if self.cache is None or len(features) == 0:
-            return await self._etr_call(features)
-        version = await self.model_version()
-        quant = self.cache.quant
-        keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
-
-        async def compute_missing(idx: list[int]) -> list[float]:
-            minutes = await self._etr_call(features[idx])
-            return [float(m) for m in minutes]
-
-        values = await self.cache.cache.get_many_or_compute(
-            "etr", keys, compute_missing, self.cache.ttl_s
-        )
-        self._cache_metrics.export(self.cache.cache)
-        return np.asarray(values, np.float32)
-
-    async def _etr_call(self, features: np.ndarray) -> np.ndarray:
-        return await self.failover.call("Etr.predict", lambda: self.etr.predict.remote(features))
+    def _context(self, request: Request, traffic_class: TrafficClass) -> CallContext:
+        return http_edge.context(request, traffic_class, self.args.admission.default_timeout_s)
 
     # ---- Python API -------------------------------------------------------------------------
-    async def plan(self, round_: DispatchRound, utc_offset_s: float = 0.0) -> DispatchPlan:
-        """Plan a round through the pipeline; the handle API's entry point."""
-        t0 = time.perf_counter()
-        packed, arrays = round_arrays(round_)
-        t1 = time.perf_counter()
-        candidates = await self.failover.call(
-            "OrSolver.candidates", lambda: self.or_solver.candidates.remote(arrays, round_.weights)
-        )
-        t2 = time.perf_counter()
-        floor = None
-        if round_.orders:
-            minutes = await self.etr_predict(
-                features_from_orders(round_.orders, utc_offset_s=utc_offset_s)
-            )
-            floor = etr_floor_seconds(round_, minutes)
-        t3 = time.perf_counter()
-        assigned = await self.failover.call(
-            "OrSolver.assign",
-            lambda: self.or_solver.assign.remote(
-                arrays, round_.weights, candidates, floor, self.args.improve_routes
-            ),
-        )
-        t4 = time.perf_counter()
-        plan = build_plan(round_, packed, assigned, floor)
-        t5 = time.perf_counter()
-        timings = {
-            "pack_ms": (t1 - t0) * 1e3,
-            "candidates_ms": (t2 - t1) * 1e3,
-            "etr_ms": (t3 - t2) * 1e3,
-            "assign_ms": (t4 - t3) * 1e3,
-            "unpack_ms": (t5 - t4) * 1e3,
-            "total_ms": (t5 - t0) * 1e3,
-        }
-        for stage, ms in timings.items():
-            stage_histogram().observe(ms, tags={"stage": stage})
-        return replace(plan, timings_ms=timings)
+    async def plan(
+        self,
+        round_: DispatchRound,
+        utc_offset_s: float = 0.0,
+        timeout_s: float | None = None,
+        traffic_class: str = TrafficClass.ONLINE,
+    ) -> DispatchPlan:
+        """Plan a round through the pipeline; the handle API's entry point. Raises the errors
+        of ``serve_app.pipeline.errors`` (``Overloaded`` when shed)."""
+        timeout = self.args.admission.default_timeout_s if timeout_s is None else timeout_s
+        ctx = CallContext.start(timeout, TrafficClass(traffic_class))
+
+        async def decode() -> DispatchCall:
+            return DispatchCall(round_, utc_offset_s)
+
+        return await self.pipeline.dispatch(decode, ctx)
 
     async def predict_minutes(self, features: np.ndarray) -> np.ndarray:
         """ETR minutes for float32[k, 39] features (Python API); ValueError on bad rows."""
         features = check_features(np.asarray(features), N_FEATURES)
-        return await self.etr_predict(features)
+        ctx = CallContext.start(self.args.admission.default_timeout_s)
+        return await self.pipeline.etr_features(features, ctx)
 
     # ---- HTTP -------------------------------------------------------------------------------
     @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")
-    async def dispatch(self, req: DispatchRequest) -> DispatchResponse:
-        check_round_limits(req, self.args.limits)
-        plan = await self.plan(req.to_domain(), req.utc_offset_s)
-        return DispatchResponse.from_plan(plan, await self.model_version())
+    async def dispatch(self, request: Request) -> Response:
+        ctx = self._context(request, TrafficClass.ONLINE)
+
+        async def decode() -> DispatchCall:
+            req = await http_edge.parse(request, DispatchRequest)
+            return DispatchCall(req.to_domain(), req.utc_offset_s)
+
+        plan = await self.pipeline.dispatch(decode, ctx)
+        return http_edge.encode(request, plan_to_dict(plan, await self.etr.model_version()))
 
     @api.post("/v1/etr", response_model=EtrResponse, summary="Predict delivery minutes")
-    async def etr_minutes(self, req: EtrRequest) -> EtrResponse:
-        if len(req.orders) > self.args.limits.max_orders:
-            raise LimitExceeded("orders", len(req.orders), self.args.limits.max_orders)
-        orders = [o.to_domain() for o in req.orders]
-        minutes = await self.etr_predict(
-            features_from_orders(orders, utc_offset_s=req.utc_offset_s)
-        )
-        return EtrResponse(
-            minutes=[float(m) for m in minutes], model_version=await self.model_version()
+    async def etr_minutes(self, request: Request) -> Response:
+        ctx = self._context(request, TrafficClass.ONLINE)
+
+        async def decode() -> EtrCall:
+            req = await http_edge.parse(request, EtrRequest)
+            return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
+
+        got = await self.pipeline.etr_minutes(decode, ctx)
+        return http_edge.encode(
+            request, {"minutes": got.minutes.tolist(), "model_version": got.model_version}
         )
 
     @api.post(
@@ -193,70 +204,42 @@ class DispatchIngress:
         response_model=SolveResponse,
         summary="Solve a static PDPTW instance (offline traffic; cached per instance)",
     )
-    async def routes_solve(self, req: SolveRequest) -> SolveResponse:
-        rows = [
-            (
-                t.id,
-                t.x,
-                t.y,
-                t.demand,
-                t.earliest,
-                t.latest,
-                t.service,
-                t.pickup_index,
-                t.delivery_index,
-            )
-            for t in req.tasks
-        ]
-        try:
-            instance = build_instance(
-                req.name, req.vehicles, req.capacity, rows, lambda k: f"tasks[{k}]"
-            )
-        except InstanceError as exc:
-            loc, _, msg = str(exc).partition(": ")
-            index = int(loc[len("tasks[") : -1]) if loc.startswith("tasks[") else 0
-            raise DomainError(("body", "tasks", index), msg) from exc
-        computed = False
+    async def routes_solve(self, request: Request) -> Response:
+        ctx = self._context(request, TrafficClass.OFFLINE)
+        name = ""
 
-        async def compute() -> dict[str, Any]:
-            nonlocal computed
-            computed = True
-            return await self.failover.call(
-                "OfflineSolver.solve_pdptw",
-                lambda: self.offline_solver.solve_pdptw.remote(
-                    instance, req.time_limit_s, req.seed
-                ),
-                timeout_s=req.time_limit_s + self.args.resilience.call_timeout_s,
-            )
+        async def decode() -> SolveCall:
+            nonlocal name
+            req = await http_edge.parse(request, SolveRequest)
+            name = req.name
+            return req.to_call()
 
-        if self.cache is None:
-            result = await compute()
-        else:
-            payload = req.model_dump(exclude={"name"})
-            key = cache_key("solve", "1", payload, self.cache.quant)
-            result = await self.cache.cache.get_or_compute("solve", key, compute, 3600.0)
-        return SolveResponse(**{**result, "instance": req.name}, cached=not computed)
+        result, cached = await self.pipeline.solve(decode, ctx)
+        return http_edge.encode(request, {**result, "instance": name, "cached": cached})
 
     @api.get("/healthz", summary="The ingress process is alive")
     async def healthz(self) -> dict[str, str]:
         return {"status": "ok"}
 
-    @api.get("/readyz", summary="Models loaded and warmed (503 until then)")
+    @api.get("/readyz", summary="Models loaded, warm and healthy (503 until then)")
     async def readyz(self) -> JSONResponse:
         try:
             or_state, etr_state = await asyncio.wait_for(
-                asyncio.gather(self.or_solver.ready.remote(), self.etr.ready.remote()),
+                asyncio.gather(self.solver.ready(), self.etr.ready()),
                 self.args.readiness_timeout_s,
             )
         except Exception as exc:
             return JSONResponse(status_code=503, content={"ready": False, "reason": repr(exc)})
-        ready = bool(or_state["healthy"] and etr_state["healthy"])
+        ready = bool(
+            or_state["healthy"] and not or_state["kernel_warming"] and etr_state["healthy"]
+        )
         return JSONResponse(
             status_code=200 if ready else 503,
             content={
                 "ready": ready,
                 "or_solver": or_state,
                 "etr": etr_state,
+                "admission": self.admission.describe(),
                 "cache": None if self.cache is None else self.cache.describe(),
             },
         )
@@ -266,16 +249,30 @@ class DispatchIngress:
         """Drills only: 404 unless deployed with ``resilience.fault_injection: true``."""
         if not self.args.resilience.fault_injection:
             raise HTTPException(status_code=404, detail="Not Found")
-        handle = {"OrSolver": self.or_solver, "OfflineSolver": self.offline_solver}.get(
-            req.deployment, self.etr
-        )
+        handle = {
+            "OrSolver": self.solver.handle,
+            "OfflineSolver": self.offline_solver.handle,
+        }.get(req.deployment, self.etr.handle)
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)
         )
 
+    # ---- operations (handle only) -----------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        """Hops made per deployment and the admission lanes' counters (tests, drills)."""
+        if self.cache is not None:
+            self._cache_metrics.export(self.cache.cache)
+        return {
+            "hops": {
+                "OrSolver.solve_round": self.solver.calls,
+                "Etr.predict": self.etr.calls,
+            },
+            "admission": self.admission.describe(),
+        }
+
     def heap_growth(self, limit: int = 20) -> dict[str, Any]:
         """Handle only (no HTTP route): start tracing this process's Python heap, or report the
-        allocation sites that grew most since; see ``serve_app.heap_probe``."""
+        allocation sites that grew most since; see ``serve_app.ops.heap_probe``."""
         return self._heap.growth(limit)
 
     def heap_stop(self) -> None:
@@ -284,9 +281,3 @@ class DispatchIngress:
     def failover_events(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Retried attempts after ``since`` (s since epoch): drills read the timeline here."""
         return self.failover.recent(since)
-
-    async def model_version(self) -> str:
-        if self._model_version is None:
-            state = await self.failover.call("Etr.ready", lambda: self.etr.ready.remote())
-            self._model_version = state["model_version"]
-        return self._model_version

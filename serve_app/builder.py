@@ -29,16 +29,14 @@ def build_app(
     if isinstance(args, dict):
         args = DispatchAppArgs(**args)
     opts = dict(options or {})
-    replica_kwargs = args.resilience.replica_kwargs()
-    or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(
-        args.backend, **replica_kwargs
-    )
+    guard = args.resilience.guard()
+    or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(args.backend, guard)
     # Offline static solves run on their own replicas so they never queue ahead of dispatch.
     offline = OrSolverDeployment.options(
         **{"name": "OfflineSolver", "max_ongoing_requests": 2, **opts.pop("OfflineSolver", {})}
-    ).bind(args.backend, **replica_kwargs)
+    ).bind(args.backend, guard)
     etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(
-        args.etr_model_version, args.etr_runtime, **replica_kwargs
+        args.etr_model_version, args.etr_runtime, guard
     )
     ingress = DispatchIngress.options(**opts.pop("Ingress", {}))
     if opts:

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from actors.device import GuardSettings
+
 
 class Limits(BaseModel):
     """Request size limits; a request over any of them is answered 413 naming the limit."""
@@ -32,10 +34,10 @@ class CacheArgs(BaseModel):
     quantum: float = Field(1e-4, gt=0, description="Feature values equal within this hit.")
 
 
-class ResilienceArgs(BaseModel):
-    """Failover and fault detection (README "Operations" explains the trade-offs)."""
+class ResilienceArgs(GuardSettings):
+    """Failover and fault detection (README "Operations" explains the trade-offs): the model
+    replicas' ``GuardSettings`` plus the ingress's retry bounds."""
 
-    model_config = ConfigDict(extra="forbid")
     call_timeout_s: float = Field(
         60.0,
         gt=0,
@@ -49,47 +51,48 @@ class ResilienceArgs(BaseModel):
         le=600,
         description="Total time one request may spend failing over before it is answered 503.",
     )
-    watchdog_s: float = Field(
+
+    def guard(self) -> dict[str, float | bool]:
+        """The model deployments' ``guard`` argument: the GuardSettings fields of these."""
+        return {name: getattr(self, name) for name in GuardSettings.model_fields}
+
+
+class LaneArgs(BaseModel):
+    """One admission lane: requests running at once, and a short queue in front of them."""
+
+    model_config = ConfigDict(extra="forbid")
+    max_in_flight: int = Field(ge=1, le=100_000, description="Requests running at once.")
+    max_queued: int = Field(
+        ge=0, le=100_000, description="Requests waiting for a slot; more are shed (503)."
+    )
+
+
+class AdmissionArgs(BaseModel):
+    """Admission at the ingress (``serve_app.pipeline.admission``): what is shed, and when."""
+
+    model_config = ConfigDict(extra="forbid")
+    default_timeout_s: float = Field(
         10.0,
         gt=0,
         le=600,
-        description="A device call running this long marks its replica unhealthy (wedged).",
+        description="A request's deadline when its caller gives none (x-timeout-ms header, "
+        "gRPC deadline); work still queued at its deadline is dropped, not computed.",
     )
-    probe_timeout_s: float = Field(
-        1.0,
-        gt=0,
-        le=60,
-        description="The health probe (milliseconds of work) must finish within this, seconds; "
-        "keep it under health_check_timeout_s so a hung probe trips the replica first.",
+    offline_max_share: float = Field(
+        0.5, ge=0, le=1, description="Share of a lane's slots offline requests may hold."
     )
-    health_hold_s: float = Field(
-        0.5,
-        ge=0,
-        le=10,
-        description="After its probe a health check waits this long while the device stays "
-        "healthy and ends the moment it fails, so Serve sees a failed replica's crash within "
-        "a control-loop tick instead of at the next health_check_period_s. 0: answer at once "
-        "(Serve's plain polling). Keep it + 0.5 s under health_check_timeout_s.",
+    dispatch: LaneArgs = Field(
+        default_factory=lambda: LaneArgs(max_in_flight=4, max_queued=8),
+        description="POST /v1/dispatch (size it near solver replicas x 2).",
     )
-    exit_on_device_fault: bool = Field(
-        True,
-        description="A replica whose device failed ends its process, so Serve replaces it at "
-        "the next health check instead of after three failed ones.",
+    etr: LaneArgs = Field(
+        default_factory=lambda: LaneArgs(max_in_flight=64, max_queued=256),
+        description="POST /v1/etr.",
     )
-    fault_injection: bool = Field(
-        False,
-        description="Drills only: enable POST /admin/faults and the replicas' inject_fault.",
+    solve: LaneArgs = Field(
+        default_factory=lambda: LaneArgs(max_in_flight=2, max_queued=16),
+        description="POST /v1/routes/solve (static solves, seconds each).",
     )
-
-    def replica_kwargs(self) -> dict[str, float | bool]:
-        """The model deployments' constructor arguments taken from here."""
-        return {
-            "watchdog_s": self.watchdog_s,
-            "probe_timeout_s": self.probe_timeout_s,
-            "exit_on_device_fault": self.exit_on_device_fault,
-            "health_hold_s": self.health_hold_s,
-            "fault_injection": self.fault_injection,
-        }
 
 
 class DispatchAppArgs(BaseModel):
@@ -110,3 +113,4 @@ class DispatchAppArgs(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     cache: CacheArgs = Field(default_factory=CacheArgs)
     resilience: ResilienceArgs = Field(default_factory=ResilienceArgs)
+    admission: AdmissionArgs = Field(default_factory=AdmissionArgs)

@@ -1,71 +1,82 @@
-"""Errors mapped to HTTP once: bad input 422 (field named), too big 413 (limit named),
-overloaded or unhealthy 503 with Retry-After, anything else 500 with the request id only."""
+"""Errors mapped to answers once, for every protocol: one table, one row per error class.
+
+Looked up along the exception's class hierarchy (the nearest listed ancestor wins), so a new
+subclass of a listed error needs no new row. Each row gives the HTTP status and the gRPC code;
+``Retry-After`` (HTTP) and ``RetryInfo`` (gRPC) come from the error's ``retry_after_s``.
+Anything not in the table is a 500 / INTERNAL with a request id only (details go to the log).
+"""
 
 from __future__ import annotations
 
 import logging
-import uuid
+import math
+from dataclasses import dataclass
+from typing import Any
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from ray.serve.exceptions import BackPressureError
+import grpc
 
 from actors.errors import DeviceUnhealthy
-from serve_app.failover import FailoverExhausted
-from serve_app.schemas import DomainError
+from serve_app.pipeline.errors import (
+    DeadlineExceeded,
+    InvalidInput,
+    Overloaded,
+    ServingError,
+    TooLarge,
+    Unavailable,
+    UnsupportedMediaType,
+)
 
 log = logging.getLogger("orml.serve")
 
 
-class LimitExceeded(Exception):
-    """A request over a configured size limit (413)."""
-
-    def __init__(self, what: str, got: int, limit: int) -> None:
-        super().__init__(f"{what}: {got} exceeds the limit of {limit}")
-        self.what, self.got, self.limit = what, got, limit
+@dataclass(frozen=True)
+class Answer:
+    http_status: int
+    grpc_code: grpc.StatusCode
 
 
-def install(app: FastAPI) -> None:
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # Field path and message only: the offending value is not echoed back (it may be
-        # huge, or NaN/inf, which JSON cannot carry).
-        detail = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-            for e in exc.errors()
-        ]
-        return JSONResponse(status_code=422, content={"detail": detail})
+ERROR_TABLE: dict[type[BaseException], Answer] = {
+    InvalidInput: Answer(422, grpc.StatusCode.INVALID_ARGUMENT),
+    UnsupportedMediaType: Answer(415, grpc.StatusCode.INVALID_ARGUMENT),
+    TooLarge: Answer(413, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    Overloaded: Answer(503, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    DeadlineExceeded: Answer(504, grpc.StatusCode.DEADLINE_EXCEEDED),
+    Unavailable: Answer(503, grpc.StatusCode.UNAVAILABLE),
+    DeviceUnhealthy: Answer(503, grpc.StatusCode.UNAVAILABLE),
+}
+INTERNAL = Answer(500, grpc.StatusCode.INTERNAL)
 
-    @app.exception_handler(DomainError)
-    async def _domain(request: Request, exc: DomainError) -> JSONResponse:
-        return JSONResponse(
-            status_code=422,
-            content={"detail": [{"loc": list(exc.loc), "msg": str(exc), "type": "value_error"}]},
-        )
 
-    @app.exception_handler(LimitExceeded)
-    async def _limit(request: Request, exc: LimitExceeded) -> JSONResponse:
-        return JSONResponse(status_code=413, content={"detail": str(exc)})
+def answer_for(exc: BaseException) -> Answer:
+    """The table's row for ``exc``'s class or its nearest listed ancestor; else INTERNAL."""
+    for cls in type(exc).__mro__:
+        if cls in ERROR_TABLE:
+            return ERROR_TABLE[cls]
+    return INTERNAL
 
-    @app.exception_handler(ValueError)
-    async def _value(request: Request, exc: ValueError) -> JSONResponse:
-        return JSONResponse(
-            status_code=422, content={"detail": [{"loc": ["body"], "msg": str(exc)}]}
-        )
 
-    @app.exception_handler(DeviceUnhealthy)
-    @app.exception_handler(FailoverExhausted)
-    @app.exception_handler(BackPressureError)
-    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(
-            status_code=503, headers={"Retry-After": "1"}, content={"detail": str(exc)}
-        )
+def retry_after_s(exc: BaseException) -> float | None:
+    """Seconds a client should wait before retrying, for errors that have one."""
+    if isinstance(exc, Overloaded | Unavailable):
+        return exc.retry_after_s
+    if isinstance(exc, DeviceUnhealthy):
+        return 1.0
+    return None
 
-    @app.exception_handler(Exception)
-    async def _internal(request: Request, exc: Exception) -> JSONResponse:
-        request_id = uuid.uuid4().hex
-        log.exception("request %s failed", request_id)
-        return JSONResponse(
-            status_code=500, content={"detail": "internal error", "request_id": request_id}
-        )
+
+def retry_after_header(seconds: float) -> str:
+    """HTTP's Retry-After is whole seconds (RFC 9110): rounded up, at least 1."""
+    return str(max(1, math.ceil(seconds)))
+
+
+def detail_for(exc: BaseException, request_id: str) -> Any:
+    """The JSON ``detail`` of an answer: field errors as a list, else one message.
+
+    Unknown errors are logged with ``request_id`` and answered with it only.
+    """
+    if isinstance(exc, InvalidInput):
+        return [{"loc": list(e.loc), "msg": e.msg, "type": e.type} for e in exc.errors]
+    if isinstance(exc, ServingError | DeviceUnhealthy):
+        return str(exc)
+    log.error("request %s failed", request_id, exc_info=exc)
+    return "internal error"

@@ -14,7 +14,8 @@ it is set well above a busy queue's wait: a retry re-enters the queue at the bac
 timeouts under load turn into a retry storm. A hung replica is normally caught sooner by its
 own watchdog (``actors.device``): Serve then kills it and its requests fail over as
 ``RayActorError``. Bad input (``ValueError``) and overload
-(``BackPressureError``) are not: retrying cannot fix them.
+(``BackPressureError``, answered as ``Overloaded``) are not: retrying cannot fix them. Every
+attempt is bounded by the request's remaining time, and no retry starts once it is spent.
 
 Serve's router picks a replica at random among the two it samples, so a retry soon lands
 elsewhere; the few retries that land on the failing replica again cost one fast refusal each
@@ -31,25 +32,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ray.exceptions import RayActorError
+from ray.serve.exceptions import BackPressureError
 
-from actors.errors import DeviceUnhealthy
-from actors.metrics import failover_counter
+from actors.errors import DeadlinePassed, DeviceUnhealthy
+from serve_app.metrics import failover_counter
+from serve_app.pipeline.context import CallContext
+from serve_app.pipeline.errors import DeadlineExceeded, Overloaded, Unavailable
 
 RETRYABLE: tuple[type[BaseException], ...] = (DeviceUnhealthy, RayActorError, TimeoutError)
-
-
-class FailoverExhausted(RuntimeError):
-    """Every attempt within the retry budget failed (answered 503 with Retry-After)."""
-
-    def __init__(self, target: str, attempts: int, last: BaseException) -> None:
-        super().__init__(
-            f"{target}: no healthy replica answered in {attempts} attempts "
-            f"(last error: {type(last).__name__})"
-        )
-        self.target, self.attempts, self.last = target, attempts, last
-
-    def __reduce__(self):  # Python-API callers receive it through Ray
-        return (type(self), (self.target, self.attempts, self.last))
 
 
 @dataclass(frozen=True)
@@ -62,7 +52,11 @@ class FailoverEvent:
 
 
 class Failover:
-    """call_timeout_s : per attempt; retry_budget_s : per call, all attempts together (s)."""
+    """call_timeout_s : per attempt; retry_budget_s : per call, all attempts together (s).
+
+    A call's context bounds both: an attempt never outlives the request's deadline, and no
+    retry starts after it (``DeadlineExceeded`` then, the attempt cancelled).
+    """
 
     def __init__(self, call_timeout_s: float, retry_budget_s: float, history: int = 1024):
         self.call_timeout_s = call_timeout_s
@@ -70,32 +64,53 @@ class Failover:
         self.events: deque[FailoverEvent] = deque(maxlen=history)
 
     async def call(
-        self, target: str, make_call: Callable[[], Any], timeout_s: float | None = None
+        self,
+        target: str,
+        make_call: Callable[[], Any],
+        ctx: CallContext,
+        timeout_s: float | None = None,
     ) -> Any:
         """Await ``make_call()`` (a DeploymentResponse), retrying as the module doc says.
 
-        target : a name for logs and metrics ("OrSolver.candidates"); timeout_s : this call's
-        per-attempt timeout instead of ``call_timeout_s``. Raises FailoverExhausted, or the
-        call's own non-retryable error.
+        target : a name for logs and metrics ("OrSolver.solve_round"); timeout_s : this call's
+        per-attempt timeout instead of ``call_timeout_s``. Raises DeadlineExceeded when the
+        request's deadline passes, Unavailable when every attempt within the retry budget
+        failed, Overloaded when the deployment's queue is full, or the call's own
+        non-retryable error.
         """
-        timeout = self.call_timeout_s if timeout_s is None else timeout_s
-        deadline = time.monotonic() + self.retry_budget_s
+        per_attempt = self.call_timeout_s if timeout_s is None else timeout_s
+        budget_end = time.monotonic() + self.retry_budget_s
         delay, attempts = 0.01, 0
         while True:
+            remaining = ctx.remaining_s()
+            if remaining <= 0:
+                raise DeadlineExceeded(f"{target}: the request's deadline passed")
             attempts += 1
             response = make_call()
             try:
-                return await asyncio.wait_for(_result(response), timeout)
+                return await asyncio.wait_for(_result(response), min(per_attempt, remaining))
+            except BackPressureError as exc:
+                raise Overloaded("backpressure", 1.0, f"{target}: {exc}") from exc
+            except DeadlinePassed as exc:
+                raise DeadlineExceeded(f"{target}: {exc}") from exc
             except RETRYABLE as exc:
                 if isinstance(exc, TimeoutError):
                     response.cancel()
+                    if ctx.expired():
+                        raise DeadlineExceeded(
+                            f"{target}: no answer before the request's deadline"
+                        ) from None
                 error = type(exc).__name__
                 if isinstance(exc, DeviceUnhealthy):
                     error = "DeviceUnhealthy"  # not Ray's wrapper class name
                 self.events.append(FailoverEvent(time.time(), target, error))
                 failover_counter().inc(tags={"target": target, "error": error})
-                if time.monotonic() + delay >= deadline:
-                    raise FailoverExhausted(target, attempts, exc) from exc
+                now = time.monotonic()
+                if now + delay >= budget_end or delay >= ctx.remaining_s():
+                    raise Unavailable(
+                        f"{target}: no healthy replica answered in {attempts} attempts "
+                        f"(last error: {error})"
+                    ) from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.25)
 

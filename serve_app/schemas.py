@@ -7,8 +7,7 @@ that does not match its orders) is 422 naming the rider.
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,14 +23,24 @@ from domain import (
     Stop,
     StopKind,
 )
+from planner.pdptw.instance import InstanceError, build_instance
+from serve_app.pipeline.dispatch import SolveCall
+from serve_app.pipeline.errors import InvalidInput
 
 Id = Annotated[str, Field(min_length=1, max_length=128)]
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False, description="Seconds (Unix time).")]
+#: Times are seconds on the round's clock (e.g. Unix time); 1e10 is the year 2286, far past any
+#: real clock and small enough that differences between times stay exact in the kernels.
+MAX_TIME_S = 1e10
+Seconds = Annotated[
+    float,
+    Field(ge=0, le=MAX_TIME_S, allow_inf_nan=False, description="Seconds (e.g. Unix time)."),
+]
 Duration = Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    # strict: a JSON true is not 1, "3" is not 3; ints are accepted where floats are meant.
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class Position(_Model):
@@ -156,23 +165,23 @@ class DispatchRequest(_Model):
     utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time for ETR.")
 
     def to_domain(self) -> DispatchRound:
-        """Raises ValueError naming the rider or order that breaks a domain rule."""
+        """Raises InvalidInput naming the rider or order that breaks a domain rule."""
         riders = []
         for k, r in enumerate(self.riders):
             try:
                 riders.append(r.to_domain())
             except ValueError as exc:
-                raise DomainError(("body", "riders", k), str(exc)) from exc
+                raise InvalidInput.at(("body", "riders", k), str(exc)) from exc
         orders = []
         for k, o in enumerate(self.orders):
             try:
                 orders.append(o.to_domain())
             except ValueError as exc:
-                raise DomainError(("body", "orders", k), str(exc)) from exc
+                raise InvalidInput.at(("body", "orders", k), str(exc)) from exc
         try:
             return DispatchRound(self.now, tuple(riders), tuple(orders), self.weights.to_domain())
         except ValueError as exc:
-            raise DomainError(("body",), str(exc)) from exc
+            raise InvalidInput.at(("body",), str(exc)) from exc
 
     @classmethod
     def from_domain(cls, r: DispatchRound, utc_offset_s: float = 0.0) -> DispatchRequest:
@@ -189,14 +198,6 @@ class DispatchRequest(_Model):
             ),
             utc_offset_s=utc_offset_s,
         )
-
-
-class DomainError(ValueError):
-    """A request that parses but breaks a domain rule; ``loc`` is its path in the body."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
 
 
 class AssignmentOut(_Model):
@@ -233,24 +234,36 @@ class DispatchResponse(_Model):
 
     @classmethod
     def from_plan(cls, plan: DispatchPlan, model_version: str | None) -> DispatchResponse:
-        return cls(
-            assignments=[AssignmentOut(**asdict(a)) for a in plan.assignments],
-            routes={
-                rid: [StopIn(order_id=s.order_id, kind=s.kind.value) for s in route.stops]
-                for rid, route in plan.routes.items()
-            },
-            arrivals={
-                oid: ArrivalOut(planned_s=t, etr_s=plan.etr_arrival.get(oid))
-                for oid, t in plan.predicted_arrival.items()
-            },
-            cost=CostOut(**asdict(plan.cost)),
-            unassigned=[
-                UnassignedOut(order_id=u.order_id, reason=u.reason.value) for u in plan.unassigned
-            ],
-            backend=plan.backend,
-            model_version=model_version,
-            timings_ms=dict(plan.timings_ms),
-        )
+        return cls.model_validate(plan_to_dict(plan, model_version))
+
+
+def plan_to_dict(plan: DispatchPlan, model_version: str | None) -> dict[str, Any]:
+    """A plan as ``DispatchResponse``'s JSON form, built directly (no models in between: this
+    is the hot path of every dispatch answer; a test holds it equal to the model's dump)."""
+    etr = plan.etr_arrival
+    return {
+        "assignments": [
+            {"order_id": a.order_id, "rider_id": a.rider_id, "cost": a.cost}
+            for a in plan.assignments
+        ],
+        "routes": {
+            rid: [{"order_id": s.order_id, "kind": s.kind.value} for s in route.stops]
+            for rid, route in plan.routes.items()
+        },
+        "arrivals": {
+            oid: {"planned_s": t, "etr_s": etr.get(oid)}
+            for oid, t in plan.predicted_arrival.items()
+        },
+        "cost": {
+            "travel_s": plan.cost.travel_s,
+            "lateness_s": plan.cost.lateness_s,
+            "total": plan.cost.total,
+        },
+        "unassigned": [{"order_id": u.order_id, "reason": u.reason.value} for u in plan.unassigned],
+        "backend": plan.backend,
+        "model_version": model_version,
+        "timings_ms": dict(plan.timings_ms),
+    }
 
 
 class EtrRequest(_Model):
@@ -286,6 +299,32 @@ class SolveRequest(_Model):
     tasks: list[TaskIn] = Field(min_length=3)
     time_limit_s: float = Field(5.0, gt=0, le=120, description="Solver time, seconds.")
     seed: int = Field(0, ge=0)
+
+    def to_call(self) -> SolveCall:
+        """The pipeline's call: the instance validated (InvalidInput naming the task)."""
+        rows = [
+            (
+                t.id,
+                t.x,
+                t.y,
+                t.demand,
+                t.earliest,
+                t.latest,
+                t.service,
+                t.pickup_index,
+                t.delivery_index,
+            )
+            for t in self.tasks
+        ]
+        try:
+            instance = build_instance(
+                self.name, self.vehicles, self.capacity, rows, lambda k: f"tasks[{k}]"
+            )
+        except InstanceError as exc:
+            loc, _, msg = str(exc).partition(": ")
+            index = int(loc[len("tasks[") : -1]) if loc.startswith("tasks[") else 0
+            raise InvalidInput.at(("body", "tasks", index), msg) from exc
+        return SolveCall(instance, self.time_limit_s, self.seed, self.model_dump(exclude={"name"}))
 
 
 class SolveResponse(_Model):

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from kernels.arrays import OrderArrays, RouteArrays
-from kernels.insertion_costs import CUDA_SOURCE, Insertions, route_context
+from kernels.insertion_costs import route_context
+from kernels.insertion_types import CUDA_SOURCE, Insertions
 
 HARNESS = Path(__file__).with_name("insertion_host_harness.cu")
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from kernels._reference import placement, reference_insertion_costs
 from kernels.arrays import OrderArrays, RouteArrays
-from kernels.insertion_costs import CUDA_SOURCE, Insertions, insertion_costs
+from kernels.insertion_costs import insertion_costs
+from kernels.insertion_types import CUDA_SOURCE, Insertions
 from tests.kernels.cases import random_batch
 from tests.kernels.cuda_host import build_harness, nvcc, run_harness
 
@@ -85,7 +86,8 @@ def test_jit_twin_is_bit_exact_with_the_numpy_loop(seed, pairs):
 @pytest.mark.parametrize("seed", range(8))
 def test_route_context_twin_equals_numpy(seed):
     from kernels._insertion_costs_jit import route_context_jit
-    from kernels.insertion_costs import RouteContext, route_context
+    from kernels.insertion_costs import route_context
+    from kernels.insertion_types import RouteContext
 
     routes, _ = random_batch(seed, 13, 1, 1 + seed, tight=seed % 2 == 0)
     want, got = route_context(routes), route_context_jit(routes)

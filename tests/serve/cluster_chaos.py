@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from serve_app import drill
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
+from serve_app.ops import drill
 from tests.serve.conftest import free_port
 
 SLOTS = {"or_slot": 1, "etr_slot": 1}

@@ -36,7 +36,7 @@ def test_deploy_yaml_validates_against_serve_schema():
 
 def test_deploy_yaml_uses_the_drilled_recovery_settings():
     """The numbers bench/recovery.py measured are the ones deploy.yaml ships."""
-    from serve_app.drill import FAST_RECOVERY
+    from serve_app.ops.drill import FAST_RECOVERY
 
     raw = yaml.safe_load((ROOT / "deploy.yaml").read_text())
     app = raw["applications"][0]

@@ -19,6 +19,8 @@ from schemathesis.checks import not_a_server_error
 from planner import generate_round
 from serve_app.schemas import DispatchRequest
 
+from .conftest import LIMITS
+
 pytestmark = pytest.mark.serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +83,7 @@ def test_huge_arrays_are_rejected_by_size_before_parsing(serve_url):
 def test_a_long_but_small_array_is_named_in_a_413(serve_url):
     body = valid_body()
     order = body["orders"][0]
-    body["orders"] = [{**order, "id": f"o{k}"} for k in range(201)]  # the test limit is 200
+    body["orders"] = [{**order, "id": f"o{k}"} for k in range(LIMITS.max_orders + 1)]
     r = post(f"{serve_url}/v1/dispatch", json=body)
     assert r.status_code == 413 and "orders" in r.json()["detail"]
 

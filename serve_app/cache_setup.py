@@ -1,4 +1,4 @@
-"""Building a replica's cache from its args and the environment (ORML_REDIS_URL)."""
+"""Building the ingress's result cache from its args and the environment (ORML_REDIS_URL)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, Quantisation, RedisL2
+from config import get_settings
+from serve_app.config import CacheArgs
 
 log = logging.getLogger("orml.cache")
 
@@ -31,12 +33,8 @@ class ReplicaCache:
         }
 
 
-def build_cache(args: dict[str, Any] | None) -> ReplicaCache | None:
+def build_cache(cfg: CacheArgs) -> ReplicaCache | None:
     """None when disabled; L1-only (and says so) when no Redis URL is configured."""
-    from config import get_settings
-    from serve_app.config import CacheArgs
-
-    cfg = CacheArgs(**(args or {}))
     if not cfg.enabled:
         return None
     url = cfg.redis_url or get_settings().redis_url

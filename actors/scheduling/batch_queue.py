@@ -1,0 +1,125 @@
+"""A queue of row-batched requests with traffic classes, for a model that runs batches.
+
+Each request brings ``rows`` rows. ``next_batch(max_rows)`` fills one batch: online requests
+first, oldest first, then offline ones in the room left; a request larger than the room is
+split, its first rows in this batch and the rest in the next (so a legal request is never
+refused for being bigger than a batch). An offline request that has waited ``offline_aging_s``
+is served as online, so a steady online load cannot starve it forever.
+
+A request whose deadline passes while it waits is dropped before any of its rows run (the
+caller has given up; computing it would only delay the others) and reported by ``next_batch``.
+Requests can be withdrawn (``remove``) when their caller is cancelled.
+
+Pure logic: times come from the caller (seconds on any monotonic clock), nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from actors.scheduling.traffic import TrafficClass
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Rows ``start:stop`` of request ``key`` go into the batch, in this order."""
+
+    key: int
+    start: int
+    stop: int
+
+    @property
+    def rows(self) -> int:
+        return self.stop - self.start
+
+
+@dataclass
+class _Waiting:
+    key: int
+    rows: int
+    traffic_class: TrafficClass
+    enqueued_at: float
+    deadline: float
+    taken: int = 0  # rows already placed in a batch
+
+
+@dataclass
+class Batch:
+    """What ``next_batch`` hands out: the slices to run and the requests it dropped."""
+
+    slices: list[Slice] = field(default_factory=list)
+    expired: list[int] = field(default_factory=list)
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for s in self.slices)
+
+
+class BatchQueue:
+    """offline_aging_s : an offline request waiting this long is served as online (seconds;
+    ``inf`` never)."""
+
+    def __init__(self, offline_aging_s: float = float("inf")) -> None:
+        if offline_aging_s <= 0:
+            raise ValueError(f"offline_aging_s must be > 0, got {offline_aging_s}")
+        self.offline_aging_s = offline_aging_s
+        self._waiting: dict[int, _Waiting] = {}  # insertion order = arrival order
+        self._keys = itertools.count()
+
+    def put(
+        self,
+        rows: int,
+        traffic_class: TrafficClass,
+        now: float,
+        deadline: float = float("inf"),
+    ) -> int:
+        """Queue a request of ``rows`` rows (>= 1); returns its key."""
+        if rows < 1:
+            raise ValueError(f"a request needs at least one row, got {rows}")
+        key = next(self._keys)
+        self._waiting[key] = _Waiting(key, rows, TrafficClass(traffic_class), now, deadline)
+        return key
+
+    def remove(self, key: int) -> None:
+        """Withdraw a request (its caller went away); rows already handed out still run."""
+        self._waiting.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+    def rows_waiting(self, traffic_class: TrafficClass | None = None) -> int:
+        """Rows not yet handed out, of one class or all."""
+        return sum(
+            w.rows - w.taken
+            for w in self._waiting.values()
+            if traffic_class is None or w.traffic_class is traffic_class
+        )
+
+    def next_batch(self, max_rows: int, now: float) -> Batch:
+        """Up to ``max_rows`` rows: online (and aged offline) requests first, oldest first,
+        then offline in the room left. Requests past their deadline that have not started are
+        dropped and listed in ``expired``."""
+        if max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1, got {max_rows}")
+        batch = Batch()
+        for w in list(self._waiting.values()):
+            if w.taken == 0 and now >= w.deadline:
+                del self._waiting[w.key]
+                batch.expired.append(w.key)
+        room = max_rows
+        for w in sorted(self._waiting.values(), key=lambda w: (self._rank(w, now), w.key)):
+            if room == 0:
+                break
+            n = min(room, w.rows - w.taken)
+            batch.slices.append(Slice(w.key, w.taken, w.taken + n))
+            w.taken += n
+            room -= n
+            if w.taken == w.rows:
+                del self._waiting[w.key]
+        return batch
+
+    def _rank(self, w: _Waiting, now: float) -> int:
+        if w.traffic_class is TrafficClass.OFFLINE and now - w.enqueued_at >= self.offline_aging_s:
+            return TrafficClass.ONLINE.rank
+        return w.traffic_class.rank

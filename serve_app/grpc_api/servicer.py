@@ -1,0 +1,125 @@
+"""The gRPC methods of the ingress (``orml.v1.Orml``): the same pipeline as HTTP.
+
+Serve's gRPC ingress calls the ingress deployment's method named after the RPC, with the
+request message and Serve's ``grpc_context``. Each method builds the context from the call's
+metadata (``x-timeout-ms``, ``x-priority``, ``x-request-id``: gRPC's own deadline does not
+reach the replica, so the typed client sends it as ``x-timeout-ms`` too), hands the pipeline
+a decoder, and answers. Errors follow ``serve_app.errors``'s table: the status code and message
+on the context, a ``google.rpc.Status`` (field violations, RetryInfo) in the
+``grpc-status-details-bin`` trailer and, for plain clients, ``retry-after`` (seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from google.protobuf.message import Message
+from pydantic import ValidationError
+
+from actors.scheduling import TrafficClass
+from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
+from serve_app.grpc_api import convert
+from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.http_edge import invalid_input
+from serve_app.pipeline import (
+    CallContext,
+    DispatchCall,
+    EtrCall,
+    InvalidInput,
+    TooLarge,
+)
+from serve_app.pipeline.context import context_from_metadata
+from serve_app.schemas import DispatchRequest, EtrRequest, SolveRequest, plan_to_dict
+
+R = TypeVar("R", bound=Message)
+
+
+class GrpcIngress:
+    """Mixed into the ingress deployment, which provides ``pipeline``, ``args``, ``etr`` and
+    ``solve_call`` (the HTTP routes' instance builder)."""
+
+    pipeline: Any
+    args: Any
+    etr: Any
+
+    async def Dispatch(self, request: pb.DispatchRequest, grpc_context: Any) -> pb.DispatchResponse:  # noqa: N802
+        async def run(ctx: CallContext) -> pb.DispatchResponse:
+            async def decode() -> DispatchCall:
+                req = self._validate(request, DispatchRequest)
+                return DispatchCall(req.to_domain(), req.utc_offset_s)
+
+            plan = await self.pipeline.dispatch(decode, ctx)
+            version = await self.etr.model_version()
+            return convert.dispatch_response(plan_to_dict(plan, version))
+
+        return await self._answer(grpc_context, TrafficClass.ONLINE, pb.DispatchResponse, run)
+
+    async def Etr(self, request: pb.EtrRequest, grpc_context: Any) -> pb.EtrResponse:  # noqa: N802
+        async def run(ctx: CallContext) -> pb.EtrResponse:
+            async def decode() -> EtrCall:
+                req = self._validate(request, EtrRequest)
+                return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
+
+            got = await self.pipeline.etr_minutes(decode, ctx)
+            return pb.EtrResponse(minutes=got.minutes.tolist(), model_version=got.model_version)
+
+        return await self._answer(grpc_context, TrafficClass.ONLINE, pb.EtrResponse, run)
+
+    async def SolveRoutes(self, request: pb.SolveRequest, grpc_context: Any) -> pb.SolveResponse:  # noqa: N802
+        name = ""
+
+        async def run(ctx: CallContext) -> pb.SolveResponse:
+            async def decode():
+                nonlocal name
+                req = self._validate(request, SolveRequest)
+                name = req.name
+                return req.to_call()
+
+            result, cached = await self.pipeline.solve(decode, ctx)
+            return convert.solve_response({**result, "instance": name, "cached": cached})
+
+        return await self._answer(grpc_context, TrafficClass.OFFLINE, pb.SolveResponse, run)
+
+    # ---- shared -----------------------------------------------------------------------------
+    def _validate(self, request: Message, model: Any) -> Any:
+        size = request.ByteSize()
+        if size > self.args.limits.max_body_bytes:
+            raise TooLarge("message bytes", size, self.args.limits.max_body_bytes)
+        try:
+            return model.model_validate(convert.message_to_dict(request))
+        except ValidationError as exc:
+            raise invalid_input(exc, prefix=()) from None
+
+    async def _answer(
+        self,
+        grpc_context: Any,
+        traffic_class: TrafficClass,
+        empty: type[R],
+        run: Callable[[CallContext], Awaitable[R]],
+    ) -> R:
+        try:
+            metadata = dict(grpc_context.invocation_metadata())
+            ctx = context_from_metadata(
+                metadata, traffic_class, self.args.admission.default_timeout_s
+            )
+            return await run(ctx)
+        except Exception as exc:
+            answer = answer_for(exc)
+            detail = detail_for(exc, grpc_context.request_id() or "")
+            if isinstance(exc, InvalidInput):
+                detail = str(exc)
+            after = retry_after_s(exc)
+            code = answer.grpc_code
+            grpc_context.set_code(code)
+            grpc_context.set_details(str(detail))
+            trailers: list[tuple[str, Any]] = [
+                (
+                    "grpc-status-details-bin",
+                    convert.rich_status(code.value[0], str(detail), exc, after),
+                )
+            ]
+            if after is not None:
+                trailers.append(("retry-after", retry_after_header(after)))
+            grpc_context.set_trailing_metadata(trailers)
+            return empty()

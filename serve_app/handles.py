@@ -1,0 +1,112 @@
+"""The pipeline's ports (``serve_app.pipeline.ports``) over Ray Serve deployment handles.
+
+Each call goes through ``Failover`` (retries on another replica, bounded by the request's
+deadline) and carries the request's traffic class and remaining time, so the replica can serve
+online work first and drop what its caller has given up on.
+
+Large arguments go by reference: in Serve's throughput mode a handle call travels over gRPC,
+whose messages are capped (4 MiB by default) and copied; above ``BY_REFERENCE_BYTES`` the
+call's arrays go through Ray's object store instead (no cap, zero-copy for NumPy).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from ray.serve.handle import DeploymentHandle
+
+from domain import DispatchWeights
+from planner.dispatch_round import Assigned, RoundArrays
+from planner.pdptw.instance import Instance
+from serve_app.failover import Failover
+from serve_app.pipeline.context import CallContext
+from serve_app.pipeline.errors import InvalidInput
+
+#: Calls carrying more array bytes than this go through the object store (see module doc).
+BY_REFERENCE_BYTES = 1 << 20
+
+
+class SolverHandle:
+    """A ``Solver`` over the OrSolver deployment (or the OfflineSolver: ``name``).
+
+    watchdog_s : added to a static solve's time limit for its per-attempt timeout.
+    """
+
+    def __init__(
+        self, handle: DeploymentHandle, failover: Failover, name: str, watchdog_s: float
+    ) -> None:
+        self.handle, self.failover, self.name, self.watchdog_s = handle, failover, name, watchdog_s
+        self.calls = 0  # solve_round calls made (hops), for tests and /readyz
+
+    async def solve_round(
+        self,
+        arrays: RoundArrays,
+        weights: DispatchWeights,
+        etr_floor: np.ndarray | None,
+        improve_routes: bool,
+        ctx: CallContext,
+    ) -> Assigned:
+        handle = self._for(arrays.nbytes)
+        self.calls += 1
+        return await self.failover.call(
+            f"{self.name}.solve_round",
+            lambda: handle.solve_round.remote(arrays, weights, etr_floor, improve_routes),
+            ctx,
+        )
+
+    async def solve_pdptw(
+        self, instance: Instance, time_limit_s: float, seed: int, ctx: CallContext
+    ) -> dict[str, Any]:
+        return await self.failover.call(
+            f"{self.name}.solve_pdptw",
+            lambda: self.handle.solve_pdptw.remote(instance, time_limit_s, seed),
+            ctx,
+            timeout_s=time_limit_s + self.failover.call_timeout_s,
+        )
+
+    async def ready(self) -> dict[str, Any]:
+        return await self.handle.ready.remote()
+
+    def _for(self, nbytes: int) -> DeploymentHandle:
+        if nbytes > BY_REFERENCE_BYTES:
+            return self.handle.options(_by_reference=True)
+        return self.handle
+
+
+class EtrHandle:
+    """An ``EtrModel`` over the Etr deployment; the model version is asked once."""
+
+    def __init__(self, handle: DeploymentHandle, failover: Failover) -> None:
+        self.handle, self.failover = handle, failover
+        self.calls = 0
+        self._version: str | None = None
+
+    async def predict(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+        self.calls += 1
+        handle = self.handle
+        if features.nbytes > BY_REFERENCE_BYTES:
+            handle = handle.options(_by_reference=True)
+        try:
+            return await self.failover.call(
+                "Etr.predict",
+                lambda: handle.predict.remote(
+                    features, ctx.traffic_class.value, max(0.0, ctx.remaining_s())
+                ),
+                ctx,
+            )
+        except ValueError as exc:  # the replica's check of the feature rows
+            raise InvalidInput.at(("features",), str(exc)) from exc
+
+    async def model_version(self) -> str:
+        if self._version is None:
+            state = await self.failover.call(
+                "Etr.ready",
+                lambda: self.handle.ready.remote(),
+                CallContext.start(self.failover.call_timeout_s),
+            )
+            self._version = str(state["model_version"])
+        return self._version
+
+    async def ready(self) -> dict[str, Any]:
+        return await self.handle.ready.remote()

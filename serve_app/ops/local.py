@@ -1,0 +1,263 @@
+"""A local Ray + Serve, the one way tests, benches and ``orml serve`` start the app.
+
+``start`` brings up Ray (never on port 6379, which Redis uses) and Serve with HTTP and gRPC
+ingress; ``run_app`` deploys ``serve_app.builder.build_app`` (what deploy.yaml runs) under a
+name and route prefix; ``stop`` shuts both down. ``RedisProcess`` is a private redis-server on
+a free port, ``free_port`` a free TCP port.
+
+Serve's throughput mode (an HAProxy ingress, direct gRPC between replicas) is the default, as
+in production. Its HAProxy has fixed stats/metrics ports and files under /tmp by default; each
+local start gets its own free ports and directory, so two apps on one machine do not collide.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
+"""Ray Serve's high-throughput mode (Ray >= 2.55): an HAProxy ingress and direct gRPC between
+replicas; 2-4x less latency per hop here (docs/benchmarks.md)."""
+
+PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
+"""Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
+thread that allocates its own malloc arena, up to 8 per core; with Ray's and Serve's threads
+the ingress's RSS grew ~1 MB/min at 20 requests/s while its Python heap stayed flat, and two
+arenas hold every process flat (``bench/soak.py``, docs/benchmarks.md). Read at process start:
+on a cluster set it in the nodes' environment (``ray start``, the container image)."""
+
+GRPC_SERVICERS = ["serve_app.grpc_api.orml_pb2_grpc.add_OrmlServicer_to_server"]
+"""What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def apply_process_env() -> None:
+    """Put ``PROCESS_ENV`` into this process's environment, for the Ray it starts to inherit."""
+    for key, value in PROCESS_ENV.items():
+        os.environ.setdefault(key, value)
+
+
+def haproxy_env(workdir: Path) -> dict[str, str]:
+    """Free ports and private files for this start's HAProxy (see module doc)."""
+    return {
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(workdir / "haproxy.cfg"),
+        "RAY_SERVE_HAPROXY_SOCKET_PATH": str(workdir / "admin.sock"),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(workdir),
+        "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(workdir / "server-state"),
+    }
+
+
+@contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+@dataclass(frozen=True)
+class LocalServe:
+    """Where a local start answers: HTTP base URL, gRPC host:port, the dashboard (None when
+    not started), the Prometheus metrics export."""
+
+    http: str
+    grpc: str
+    dashboard: str | None
+    metrics: str
+
+
+def start(
+    *,
+    num_cpus: float | None = None,
+    throughput_mode: bool = True,
+    http_host: str = "127.0.0.1",
+    http_port: int | None = None,
+    grpc_port: int | None = None,
+    dashboard_port: int | None = None,
+    metrics_port: int | None = None,
+    namespace: str = "serve",
+    extra_env: Mapping[str, str] | None = None,
+) -> LocalServe:
+    """Start a local Ray and Serve (HTTP + gRPC ingress); ports default to free ones.
+
+    dashboard_port : None starts no dashboard. extra_env : more environment for Ray's
+    processes (set in this process before Ray starts, as everything here).
+    """
+    import ray
+    from ray import serve
+    from ray.serve.config import gRPCOptions
+
+    apply_process_env()
+    env: dict[str, str] = dict(extra_env or {})
+    if throughput_mode:
+        env.update(THROUGHPUT_ENV)
+        env.update(haproxy_env(Path(tempfile.mkdtemp(prefix="orml-haproxy-"))))
+    http_port = http_port or free_port()
+    grpc_port = grpc_port or free_port()
+    metrics_port = metrics_port or free_port()
+    # Ray's processes inherit the environment of the raylet that ray.init starts; this process
+    # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
+    with _environment(env):
+        ray.init(
+            address="local",  # a new local cluster, never one an earlier `ray start` recorded
+            num_cpus=num_cpus,
+            include_dashboard=dashboard_port is not None,
+            dashboard_host="127.0.0.1",
+            dashboard_port=dashboard_port,
+            namespace=namespace,
+            _metrics_export_port=metrics_port,
+            log_to_driver=False,
+        )
+        serve.start(
+            http_options={"host": http_host, "port": http_port},
+            grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=GRPC_SERVICERS),
+        )
+    host = "127.0.0.1" if http_host in ("0.0.0.0", "::") else http_host
+    return LocalServe(
+        http=f"http://{host}:{http_port}",
+        grpc=f"127.0.0.1:{grpc_port}",
+        dashboard=None if dashboard_port is None else f"http://127.0.0.1:{dashboard_port}",
+        metrics=f"http://127.0.0.1:{metrics_port}/metrics",
+    )
+
+
+def run_app(
+    args: Any,
+    options: Mapping[str, dict[str, Any]] | None = None,
+    *,
+    name: str = "orml",
+    route_prefix: str = "/",
+) -> None:
+    """Deploy ``build_app(args, options)`` (``DispatchAppArgs`` or a dict) and wait until it
+    runs."""
+    from ray import serve
+
+    from serve_app.builder import build_app
+
+    serve.run(build_app(args, options), name=name, route_prefix=route_prefix)
+
+
+def wait_ready(url: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """Poll ``url``/readyz until it answers 200 (models loaded, warm, healthy); its JSON.
+    RuntimeError with the last answer after ``timeout_s``."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            r = httpx.get(f"{url.rstrip('/')}/readyz", timeout=10)
+            if r.status_code == 200:
+                return r.json()
+            last = r.text
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} not ready after {timeout_s} s: {last[:500]}")
+
+
+def stop() -> None:
+    """Shut Serve and Ray down (what ``start`` started)."""
+    import ray
+    from ray import serve
+
+    serve.shutdown()
+    ray.shutdown()
+
+
+@contextmanager
+def local_serve(**kwargs: Any) -> Iterator[LocalServe]:
+    """``start`` ... ``stop`` as a context manager (keyword arguments as ``start``)."""
+    endpoints = start(**kwargs)
+    try:
+        yield endpoints
+    finally:
+        stop()
+
+
+class RedisProcess:
+    """A private ``redis-server`` on a free loopback port, nothing kept on disk."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.port = free_port()
+        self.workdir = workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @staticmethod
+    def available() -> bool:
+        return shutil.which("redis-server") is not None
+
+    def start(self) -> RedisProcess:
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(16).startswith(b"+PONG"):
+                        return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("private redis-server did not start")
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.resume()
+            self.proc.kill()
+            self.proc.wait(10)
+            self.proc = None
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None

@@ -1,0 +1,48 @@
+"""The served pipeline, transport-free: what HTTP, gRPC and the Python handle all call.
+
+No Ray, FastAPI or gRPC in here (a test holds it to that): the protocols parse, the pipeline
+admits, decodes, runs the stages and raises its own errors, and ``serve_app.errors`` maps those
+to each protocol's answers.
+"""
+
+from serve_app.pipeline.admission import Admission, Lane, Permit
+from serve_app.pipeline.context import CallContext
+from serve_app.pipeline.dispatch import (
+    DispatchCall,
+    EtrAnswer,
+    EtrCall,
+    Pipeline,
+    SolveCall,
+    check_round_limits,
+)
+from serve_app.pipeline.errors import (
+    DeadlineExceeded,
+    FieldError,
+    InvalidInput,
+    Overloaded,
+    ServingError,
+    TooLarge,
+    Unavailable,
+    UnsupportedMediaType,
+)
+
+__all__ = [
+    "Admission",
+    "CallContext",
+    "DeadlineExceeded",
+    "DispatchCall",
+    "EtrAnswer",
+    "EtrCall",
+    "FieldError",
+    "InvalidInput",
+    "Lane",
+    "Overloaded",
+    "Permit",
+    "Pipeline",
+    "ServingError",
+    "SolveCall",
+    "TooLarge",
+    "Unavailable",
+    "UnsupportedMediaType",
+    "check_round_limits",
+]

@@ -1,0 +1,219 @@
+"""The served pipeline: dispatch rounds, ETR predictions and static solves, in one place.
+
+Every protocol (HTTP, gRPC, the Python handle) parses its request into a decoder and calls
+the same method here with a ``CallContext``. In order, for a dispatch round:
+
+1. admission: a permit from the ``dispatch`` lane, or shed at once (``Overloaded``), before
+   any byte of the body is parsed;
+2. decode (the edge's parser, run only once admitted) and the size limits;
+3. etr: the new orders' features, then the cache, then one call to the ETR model for the
+   misses, started at once and left running while
+4. pack: the round becomes arrays;
+5. solve: ONE call to a solver replica prices every (rider, order) insertion, applies the ETR
+   floor, assigns, inserts and improves (``planner.dispatch_round.solve_round``): the R x O
+   candidate arrays never leave the solver's process (or its GPU);
+6. unpack: the plan, with the timing of every stage.
+
+So a dispatch costs two hops (ETR, solver), one when every ETR row is cached. The stage names
+are ``planner.dispatch_round.STAGES``; this module adds ``admission_ms`` and ``decode_ms``, the
+serving path's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+import numpy as np
+
+from cache.keys import cache_key
+from domain import DispatchPlan, DispatchRound, Order
+from etr.features import features_from_orders
+from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
+from planner.pdptw.instance import Instance
+from serve_app.cache_setup import ReplicaCache
+from serve_app.config import Limits
+from serve_app.pipeline.admission import Admission
+from serve_app.pipeline.context import CallContext
+from serve_app.pipeline.errors import TooLarge
+from serve_app.pipeline.ports import EtrModel, Solver
+
+T = TypeVar("T")
+Decode = Callable[[], Awaitable[T]]
+#: Called with the endpoint ("dispatch") and its stage timings (ms) after every request.
+TimingsObserver = Callable[[str, dict[str, float]], None]
+
+
+@dataclass(frozen=True)
+class DispatchCall:
+    round_: DispatchRound
+    utc_offset_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class EtrCall:
+    orders: Sequence[Order]
+    utc_offset_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class SolveCall:
+    """instance : validated; key_payload : its canonical form (the cache key's input)."""
+
+    instance: Instance
+    time_limit_s: float
+    seed: int
+    key_payload: Any
+
+
+@dataclass(frozen=True)
+class EtrAnswer:
+    minutes: np.ndarray  # float32[k]
+    model_version: str
+
+
+def check_round_limits(round_: DispatchRound, limits: Limits) -> None:
+    """Raise TooLarge (413) for a round over the configured sizes."""
+    if len(round_.riders) > limits.max_riders:
+        raise TooLarge("riders", len(round_.riders), limits.max_riders)
+    if len(round_.orders) > limits.max_orders:
+        raise TooLarge("orders", len(round_.orders), limits.max_orders)
+    longest = max((len(r.route) for r in round_.riders), default=0)
+    if longest > limits.max_route_stops:
+        raise TooLarge("route stops", longest, limits.max_route_stops)
+
+
+class Pipeline:
+    """solver : dispatch rounds and (without ``offline_solver``) static solves; etr : the
+    model; cache : ETR rows and static solutions (None: off); improve_routes : the solve
+    stage's last step; on_timings : where stage timings go (metrics)."""
+
+    def __init__(
+        self,
+        *,
+        solver: Solver,
+        etr: EtrModel,
+        admission: Admission,
+        limits: Limits,
+        cache: ReplicaCache | None = None,
+        offline_solver: Solver | None = None,
+        improve_routes: bool = True,
+        on_timings: TimingsObserver | None = None,
+    ) -> None:
+        self.solver = solver
+        self.offline_solver = offline_solver or solver
+        self.etr = etr
+        self.admission = admission
+        self.limits = limits
+        self.cache = cache
+        self.improve_routes = improve_routes
+        self.on_timings = on_timings
+
+    # ---- dispatch ---------------------------------------------------------------------------
+    async def dispatch(self, decode: Decode[DispatchCall], ctx: CallContext) -> DispatchPlan:
+        """Plan one round; raises the errors of ``serve_app.pipeline.errors``."""
+        permit = await self.admission.acquire("dispatch", ctx)
+        async with permit:
+            t0 = time.perf_counter()
+            call = await decode()
+            round_ = call.round_
+            check_round_limits(round_, self.limits)
+            t1 = time.perf_counter()
+            etr_done: list[float] = []
+            etr = None
+            if round_.orders:
+                etr = asyncio.ensure_future(
+                    self._etr_minutes(round_.orders, call.utc_offset_s, ctx)
+                )
+                etr.add_done_callback(lambda _: etr_done.append(time.perf_counter()))
+                await asyncio.sleep(0)  # let the ETR stage reach its hop before packing
+            packed, arrays = round_arrays(round_)
+            t2 = time.perf_counter()
+            floor = None
+            if etr is not None:
+                floor = etr_floor_seconds(round_, await etr)
+            t3 = time.perf_counter()
+            assigned = await self.solver.solve_round(
+                arrays, round_.weights, floor, self.improve_routes, ctx
+            )
+            t4 = time.perf_counter()
+            plan = build_plan(round_, packed, assigned, floor)
+            t5 = time.perf_counter()
+        timings = {
+            "admission_ms": permit.waited_s * 1e3,
+            "decode_ms": (t1 - t0) * 1e3,
+            "pack_ms": (t2 - t1) * 1e3,
+            "etr_ms": ((etr_done[0] if etr_done else t1) - t1) * 1e3,
+            "solve_ms": (t4 - t3) * 1e3,
+            **assigned.timings_ms,
+            "unpack_ms": (t5 - t4) * 1e3,
+            "total_ms": (t5 - t0) * 1e3 + permit.waited_s * 1e3,
+        }
+        self._observe("dispatch", timings)
+        return replace(plan, timings_ms=timings)
+
+    # ---- ETR --------------------------------------------------------------------------------
+    async def etr_minutes(self, decode: Decode[EtrCall], ctx: CallContext) -> EtrAnswer:
+        """ETR minutes for a list of orders (the ``etr`` lane)."""
+        async with await self.admission.acquire("etr", ctx):
+            call = await decode()
+            if len(call.orders) > self.limits.max_orders:
+                raise TooLarge("orders", len(call.orders), self.limits.max_orders)
+            minutes = await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
+            return EtrAnswer(minutes, await self.etr.model_version())
+
+    async def etr_features(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+        """ETR minutes float32[k] for features float32[k, 39] (the Python API)."""
+        async with await self.admission.acquire("etr", ctx):
+            return await self._cached_predict(features, ctx)
+
+    async def _etr_minutes(
+        self, orders: Sequence[Order], utc_offset_s: float, ctx: CallContext
+    ) -> np.ndarray:
+        features = features_from_orders(orders, utc_offset_s=utc_offset_s)
+        return await self._cached_predict(features, ctx)
+
+    async def _cached_predict(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+        if self.cache is None or len(features) == 0:
+            return await self.etr.predict(features, ctx)
+        version = await self.etr.model_version()
+        quant = self.cache.quant
+        keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
+
+        async def compute_missing(idx: list[int]) -> list[float]:
+            minutes = await self.etr.predict(features[idx], ctx)
+            return [float(m) for m in minutes]
+
+        values = await self.cache.cache.get_many_or_compute(
+            "etr", keys, compute_missing, self.cache.ttl_s
+        )
+        return np.asarray(values, np.float32)
+
+    # ---- static solves (offline) ------------------------------------------------------------
+    async def solve(self, decode: Decode[SolveCall], ctx: CallContext) -> tuple[dict, bool]:
+        """A static PDPTW solve (the ``solve`` lane), cached per instance and seed.
+
+        Returns (summary, cached): summary as ``Solver.solve_pdptw`` gives it."""
+        async with await self.admission.acquire("solve", ctx):
+            call = await decode()
+            computed = False
+
+            async def compute() -> dict[str, Any]:
+                nonlocal computed
+                computed = True
+                return await self.offline_solver.solve_pdptw(
+                    call.instance, call.time_limit_s, call.seed, ctx
+                )
+
+            if self.cache is None:
+                return await compute(), False
+            key = cache_key("solve", "1", call.key_payload, self.cache.quant)
+            result = await self.cache.cache.get_or_compute("solve", key, compute, 3600.0)
+            return result, not computed
+
+    def _observe(self, endpoint: str, timings: dict[str, float]) -> None:
+        if self.on_timings is not None:
+            self.on_timings(endpoint, timings)

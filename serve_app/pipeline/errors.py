@@ -1,0 +1,88 @@
+"""The errors a request can end with, one class per kind of answer.
+
+Raised by the pipeline and by the edges' parsers; ``serve_app.errors`` maps each class to one
+HTTP status and one gRPC code (one table, looked up along the class hierarchy). Each carries
+what its answer must say: the field, the limit, how long to wait before retrying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class ServingError(Exception):
+    """Base of every error the API answers on purpose (anything else is a 500)."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One invalid field: ``loc`` its path in the request (``("body", "orders", 0, "id")``)."""
+
+    loc: tuple[str | int, ...]
+    msg: str
+    type: str = "value_error"
+
+
+class InvalidInput(ServingError):
+    """The request parses but a field is wrong (422 / INVALID_ARGUMENT)."""
+
+    def __init__(self, errors: Sequence[FieldError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0] if self.errors else FieldError(("body",), "invalid request")
+        super().__init__(f"{'.'.join(map(str, first.loc))}: {first.msg}")
+
+    @classmethod
+    def at(cls, loc: tuple[str | int, ...], msg: str) -> InvalidInput:
+        return cls([FieldError(loc, msg)])
+
+    def __reduce__(self):  # crosses Ray's process boundary as itself
+        return (type(self), (self.errors,))
+
+
+class UnsupportedMediaType(ServingError):
+    """The body's content type is not one the endpoint reads (415 / INVALID_ARGUMENT)."""
+
+    def __init__(self, got: str, accepted: Sequence[str]) -> None:
+        super().__init__(f"content-type {got!r} is not supported; send one of {list(accepted)}")
+
+
+class TooLarge(ServingError):
+    """Over a configured size limit (413 / RESOURCE_EXHAUSTED), naming the limit."""
+
+    def __init__(self, what: str, got: int, limit: int) -> None:
+        super().__init__(f"{what}: {got} exceeds the limit of {limit}")
+        self.what, self.got, self.limit = what, got, limit
+
+    def __reduce__(self):
+        return (type(self), (self.what, self.got, self.limit))
+
+
+class Overloaded(ServingError):
+    """Shed: no room now (503 + Retry-After / RESOURCE_EXHAUSTED + RetryInfo).
+
+    reason : "queue_full", "deadline" (could not start before its deadline), "backpressure"
+    (a deployment's own queue was full); retry_after_s : when a retry is likely to be admitted.
+    """
+
+    def __init__(self, reason: str, retry_after_s: float, detail: str = "") -> None:
+        super().__init__(detail or f"overloaded ({reason}); retry after {retry_after_s:.1f} s")
+        self.reason, self.retry_after_s = reason, retry_after_s
+
+    def __reduce__(self):
+        return (type(self), (self.reason, self.retry_after_s, str(self)))
+
+
+class DeadlineExceeded(ServingError):
+    """The request's deadline passed while it was being computed (504 / DEADLINE_EXCEEDED)."""
+
+
+class Unavailable(ServingError):
+    """No healthy replica could answer in time (503 + Retry-After / UNAVAILABLE)."""
+
+    def __init__(self, detail: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(detail)
+        self.retry_after_s = retry_after_s
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.retry_after_s))

@@ -1,0 +1,44 @@
+"""What the pipeline needs from the model deployments, as small protocols.
+
+The builder passes adapters over Serve handles (``serve_app.handles``); tests can pass plain
+objects. Every method takes the call's context: adapters bound each attempt by its remaining
+time and raise the pipeline's errors (``serve_app.pipeline.errors``), never Ray's.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+from domain import DispatchWeights
+from planner.dispatch_round import Assigned, RoundArrays
+from planner.pdptw.instance import Instance
+from serve_app.pipeline.context import CallContext
+
+
+class Solver(Protocol):
+    async def solve_round(
+        self,
+        arrays: RoundArrays,
+        weights: DispatchWeights,
+        etr_floor: np.ndarray | None,
+        improve_routes: bool,
+        ctx: CallContext,
+    ) -> Assigned:
+        """One hop: price, assign, insert and improve (``planner.dispatch_round.solve_round``)."""
+        ...
+
+    async def solve_pdptw(
+        self, instance: Instance, time_limit_s: float, seed: int, ctx: CallContext
+    ) -> dict[str, Any]:
+        """A static solve's summary: instance, vehicles, distance, feasible, seconds, routes."""
+        ...
+
+
+class EtrModel(Protocol):
+    async def predict(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+        """Minutes float32[k] for features float32[k, 39]."""
+        ...
+
+    async def model_version(self) -> str: ...
