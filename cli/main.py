@@ -106,32 +106,46 @@ def _serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
+    from serve_app.ops import local
     from serve_app.ops.launch import start
 
-    urls = start(
-        args.config,
-        throughput_mode=not args.ray_default_mode,
-        port=args.port,
-        dashboard_port=args.dashboard_port,
-        metrics_port=args.metrics_port,
-    )
-    print(f"API        {urls.api}   (POST /v1/dispatch, POST /v1/etr, GET /readyz)")
-    print(f"OpenAPI    {urls.docs}")
-    print(f"Dashboard  {urls.dashboard}")
-    print(f"Metrics    {urls.metrics}   (Prometheus scrape target)")
-    print("Ctrl-C to stop.", flush=True)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
-        while not stop.wait(1.0):
-            pass
-    except KeyboardInterrupt:
-        pass
-    import ray
-    from ray import serve
 
-    serve.shutdown()
-    ray.shutdown()
+    def on_signal(*_: object) -> None:
+        stop.set()
+
+    # SIGTERM (systemd, Docker, Kubernetes) stops as cleanly as Ctrl-C. Set again once Ray
+    # runs: ray.init installs a SIGTERM handler of its own in this process.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        launched = start(
+            args.config,
+            throughput_mode=not args.ray_default_mode,
+            port=args.port,
+            grpc_port=args.grpc_port,
+            dashboard_port=args.dashboard_port,
+            metrics_port=args.metrics_port,
+        )
+    except BaseException:
+        local.stop_if_started()
+        raise
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    ep = launched.endpoints
+    for note in launched.notes:
+        print(f"sized for this machine: {note}")
+    print(f"API        {ep.http}   POST /v1/dispatch, /v1/etr, /v1/routes/solve; GET /readyz")
+    print(f"OpenAPI    {ep.http}/docs")
+    print(f"gRPC       {ep.grpc}   orml.v1.Orml (serve_app/grpc_api/orml.proto)")
+    print(f"Dashboard  {ep.dashboard}   (log in with the token `ray get-auth-token` prints)")
+    print(f"Metrics    {ep.metrics}   (Prometheus scrape target)")
+    print("Ctrl-C or SIGTERM stops.", flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("stopping ...", flush=True)
+    local.stop()
+    print("stopped", flush=True)
     return 0
 
 
@@ -197,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     srv = sub.add_parser("serve", help="start a local Ray, deploy the app, block until Ctrl-C")
     srv.add_argument("--config", type=Path, default=Path("deploy.yaml"))
     srv.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
+    srv.add_argument(
+        "--grpc-port", type=int, default=None, help="gRPC port (default: the config's)"
+    )
     srv.add_argument("--dashboard-port", type=int, default=8265)
     srv.add_argument("--metrics-port", type=int, default=8080)
     srv.add_argument(

@@ -120,7 +120,8 @@ def queue_p99_ms(rho: float, call_ms: float) -> float:
 def candidate_configs(
     demand: ModelDemand, profile: ModelProfile, gpu_memory_mb: int, shares=SHARES
 ) -> list[ReplicaConfig]:
-    """Per share, the batch that needs the fewest replicas with the p99 estimate on target.
+    """Per share, the batch that needs the fewest replicas with the p99 estimate on target
+    (ties: ``_preference``).
 
     For each batch the utilisation a replica may run at is the largest (<= RHO_MAX) whose
     estimate wait + p99(call) + queue_p99_ms(rho) meets the target: a batch that is fast
@@ -160,14 +161,23 @@ def candidate_configs(
                 fixed + queue_p99_ms(rho, call50),
                 needed,
             )
-            if best is None or (cfg.replicas_needed, cfg.memory_mb) < (
-                best.replicas_needed,
-                best.memory_mb,
-            ):
+            if best is None or _preference(cfg) < _preference(best):
                 best = cfg
         if best is not None:
             out.append(best)
     return out
+
+
+#: Memory differences smaller than this do not decide between two batch sizes (MiB).
+MEMORY_GRAIN_MB = 64
+
+
+def _preference(cfg: ReplicaConfig) -> tuple[int, int, int]:
+    """Fewest replicas first, then least memory (to the grain), then the LARGEST batch: the
+    ETR batcher never waits to fill a batch (``actors.etr_model``), so a larger cap costs
+    nothing at low load and absorbs bursts; a cap of 1 would split every multi-row request
+    into one call per row."""
+    return (cfg.replicas_needed, math.ceil(cfg.memory_mb / MEMORY_GRAIN_MB), -cfg.batch)
 
 
 def _configs_by_type(

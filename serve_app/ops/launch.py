@@ -1,7 +1,9 @@
 """Run deploy.yaml on a local Ray: what ``orml serve`` does (and ``serve run`` does inside Ray).
 
-Ray's GCS also defaults to port 6379, which Redis uses on these machines; a local ``ray.init``
-picks a free port instead, and so does this launcher.
+Ray starts through the shared harness (``serve_app.ops.local``: never on port 6379, which
+Redis uses; Serve's throughput mode), the config is fitted to the CPUs and GPUs Ray sees
+(``serve_app.ops.sizing``) and deployed, and ``start`` returns once every application runs
+and answers /readyz.
 """
 
 from __future__ import annotations
@@ -9,48 +11,36 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from serve_app.ops import local
+
 
 @dataclass(frozen=True)
-class Urls:
-    api: str
-    docs: str
-    dashboard: str
-    metrics: str
+class Launched:
+    """Where the app answers (``local.LocalServe``) and what sizing changed in the config."""
+
+    endpoints: local.LocalServe
+    notes: list[str]
 
 
-def load_config(path: Path, port: int | None = None):  # -> ServeDeploySchema
-    """Read and validate a Serve config file; raises pydantic.ValidationError naming the field."""
+def load_config(path: Path, port: int | None = None, grpc_port: int | None = None):
+    """Read and validate a Serve config file (-> ``ServeDeploySchema``); raises
+    pydantic.ValidationError naming the field."""
     from ray.serve.schema import ServeDeploySchema
 
+    return ServeDeploySchema.model_validate(_raw_config(path, port, grpc_port))
+
+
+def _raw_config(path: Path, port: int | None, grpc_port: int | None) -> dict[str, Any]:
     raw = yaml.safe_load(path.read_text())
     if port is not None:
         raw.setdefault("http_options", {})["port"] = port
-    return ServeDeploySchema.model_validate(raw)
-
-
-THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
-"""Ray Serve's high-throughput mode (Ray >= 2.55): an HAProxy ingress and direct gRPC between
-replicas; 2-4x less latency per hop here (docs/benchmarks.md). With it, handles must be used
-from async code."""
-
-
-PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
-"""Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
-thread that allocates its own malloc arena, up to 8 per core; with Ray's and Serve's threads
-the ingress's RSS grew ~1 MB/min at 20 requests/s while its Python heap stayed flat, and two
-arenas hold every process flat (``bench/soak.py``, docs/benchmarks.md). Read at process start:
-on a cluster set it in the nodes' environment (``ray start``, the container image)."""
-
-
-def apply_process_env() -> None:
-    """Put ``PROCESS_ENV`` into this process's environment, for the Ray it starts to inherit."""
-    import os
-
-    for key, value in PROCESS_ENV.items():
-        os.environ.setdefault(key, value)
+    if grpc_port is not None:
+        raw.setdefault("grpc_options", {})["port"] = grpc_port
+    return raw
 
 
 def start(
@@ -58,47 +48,54 @@ def start(
     *,
     throughput_mode: bool = True,
     port: int | None = None,
+    grpc_port: int | None = None,
     dashboard_port: int = 8265,
     metrics_port: int = 8080,
     num_cpus: int | None = None,
     timeout_s: float = 180.0,
-) -> Urls:
-    """Start Ray (dashboard on 127.0.0.1), deploy the config, wait until it is RUNNING."""
-    import os
-
-    apply_process_env()
-    if throughput_mode:
-        os.environ.update(THROUGHPUT_ENV)  # read by Ray's processes, so set before ray.init
+) -> Launched:
+    """Start Ray (dashboard on 127.0.0.1), deploy the config fitted to this machine, wait
+    until it runs and is ready. RuntimeError when a port is taken or the deploy fails."""
     import ray
-    from ray.serve._private import api as serve_private
-    from ray.serve.config import ProxyLocation
+    from ray.serve.context import _get_global_client
+    from ray.serve.schema import ServeDeploySchema
 
-    config = load_config(config_path, port)
-    ray.init(
-        address="local",  # a new local cluster, never one recorded by an earlier `ray start`
+    from serve_app.ops.sizing import fit_to_machine
+
+    raw = _raw_config(config_path, port, grpc_port)
+    ServeDeploySchema.model_validate(raw)  # fail on a bad file before starting anything
+    http = raw.get("http_options", {})
+    grpc = raw.get("grpc_options", {})
+    http_port, grpc_port = int(http.get("port", 8000)), int(grpc.get("port", 9000))
+    local.check_ports_free(
+        {
+            "HTTP": http_port,
+            "gRPC": grpc_port,
+            "dashboard": dashboard_port,
+            "metrics": metrics_port,
+        }
+    )
+    endpoints = local.start(
         num_cpus=num_cpus,
-        include_dashboard=True,
-        dashboard_host="127.0.0.1",
+        throughput_mode=throughput_mode,
+        http_host=http.get("host", "0.0.0.0"),
+        http_port=http_port,
+        grpc_port=grpc_port,
+        grpc_servicers=grpc.get("grpc_servicer_functions") or local.GRPC_SERVICERS,
         dashboard_port=dashboard_port,
-        namespace="serve",
-        _metrics_export_port=metrics_port,
-        log_to_driver=False,
+        metrics_port=metrics_port,
     )
-    client = serve_private.serve_start(
-        http_options=config.http_options.model_dump(),
-        proxy_location=ProxyLocation(config.proxy_location),
-    )
-    client.deploy_apps(config, _blocking=False)
+    resources = ray.cluster_resources()
+    fitted, notes = fit_to_machine(raw, resources.get("CPU", 1.0), resources.get("GPU", 0.0))
+    config = ServeDeploySchema.model_validate(fitted)
+    _get_global_client().deploy_apps(config, _blocking=False)
+    deadline = time.monotonic() + timeout_s
     wait_running([a.name for a in config.applications], timeout_s)
-    host = config.http_options.host
-    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host
-    api = f"http://{host}:{config.http_options.port}"
-    return Urls(
-        api=api,
-        docs=f"{api}/docs",
-        dashboard=f"http://127.0.0.1:{dashboard_port}",
-        metrics=f"http://127.0.0.1:{metrics_port}/metrics",
-    )
+    for app in config.applications:
+        local.wait_ready(
+            endpoints.http + (app.route_prefix or "/"), max(1.0, deadline - time.monotonic())
+        )
+    return Launched(endpoints, notes)
 
 
 def wait_running(names: list[str], timeout_s: float) -> None:

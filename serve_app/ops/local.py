@@ -12,6 +12,7 @@ local start gets its own free ports and directory, so two apps on one machine do
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -28,6 +29,12 @@ from typing import Any
 THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
 """Ray Serve's high-throughput mode (Ray >= 2.55): an HAProxy ingress and direct gRPC between
 replicas; 2-4x less latency per hop here (docs/benchmarks.md)."""
+
+LOCAL_DRAIN_ENV = {"RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2"}
+"""In throughput mode Serve holds a stopping ingress replica open for 30 s so that an external
+load balancer can deregister it; a local start has only its own HAProxy in front, which learns
+in ~0.1 s, so 2 s is plenty (and stopping takes seconds, not 35). Clusters behind a cloud load
+balancer keep Ray's default."""
 
 PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 """Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
@@ -99,14 +106,16 @@ def start(
     grpc_port: int | None = None,
     dashboard_port: int | None = None,
     metrics_port: int | None = None,
+    grpc_servicers: list[str] | None = None,
     namespace: str = "serve",
     extra_env: Mapping[str, str] | None = None,
 ) -> LocalServe:
     """Start a local Ray and Serve (HTTP + gRPC ingress); ports default to free ones.
 
-    dashboard_port : None starts no dashboard. extra_env : more environment for Ray's
-    processes (set in this process before Ray starts, as everything here).
+    dashboard_port : None starts no dashboard. grpc_servicers : what the gRPC ingress serves
+    (default ``GRPC_SERVICERS``). extra_env : more environment for Ray's processes.
     """
+    global _haproxy_dir
     import ray
     from ray import serve
     from ray.serve.config import gRPCOptions
@@ -115,7 +124,9 @@ def start(
     env: dict[str, str] = dict(extra_env or {})
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
-        env.update(haproxy_env(Path(tempfile.mkdtemp(prefix="orml-haproxy-"))))
+        env.update(LOCAL_DRAIN_ENV)
+        _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
+        env.update(haproxy_env(_haproxy_dir))
     http_port = http_port or free_port()
     grpc_port = grpc_port or free_port()
     metrics_port = metrics_port or free_port()
@@ -134,7 +145,9 @@ def start(
         )
         serve.start(
             http_options={"host": http_host, "port": http_port},
-            grpc_options=gRPCOptions(port=grpc_port, grpc_servicer_functions=GRPC_SERVICERS),
+            grpc_options=gRPCOptions(
+                port=grpc_port, grpc_servicer_functions=grpc_servicers or GRPC_SERVICERS
+            ),
         )
     host = "127.0.0.1" if http_host in ("0.0.0.0", "::") else http_host
     return LocalServe(
@@ -181,12 +194,72 @@ def wait_ready(url: str, timeout_s: float = 120.0) -> dict[str, Any]:
 
 
 def stop() -> None:
-    """Shut Serve and Ray down (what ``start`` started)."""
+    """Shut Serve and Ray down (what ``start`` started), and end an HAProxy that outlived
+    them (Serve starts it in a process group of its own; a SIGTERM to Ray can leave it
+    listening, answering 500 on the old port)."""
     import ray
     from ray import serve
 
-    serve.shutdown()
-    ray.shutdown()
+    try:
+        serve.shutdown()
+    finally:
+        ray.shutdown()
+        if _haproxy_dir is not None:
+            _kill_processes_mentioning(str(_haproxy_dir))
+
+
+_haproxy_dir: Path | None = None  # this process's HAProxy files (see ``haproxy_env``)
+
+
+def stop_if_started() -> None:
+    """``stop`` when this process started Ray (after a failed start), else nothing."""
+    import ray
+
+    if ray.is_initialized():
+        stop()
+
+
+def _kill_processes_mentioning(needle: str, grace_s: float = 2.0) -> list[int]:
+    """SIGTERM (then SIGKILL after ``grace_s``) every process whose command line contains
+    ``needle``; their pids."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmdline:
+            pids.append(int(proc.name))
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if Path(f"/proc/{p}").exists()]
+        time.sleep(0.05)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return pids
+
+
+def check_ports_free(ports: Mapping[str, int], host: str = "0.0.0.0") -> None:
+    """RuntimeError naming every port something already listens on (a stale server?)."""
+    taken = []
+    for what, port in ports.items():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                taken.append(f"{what} port {port}")
+    if taken:
+        raise RuntimeError(
+            f"{', '.join(taken)} already in use: another orml serve or a stale listener "
+            f"(see `ss -ltnp`); stop it or choose other ports"
+        )
 
 
 @contextmanager

@@ -49,7 +49,7 @@ def test_the_ingress_reports_its_heap_growth_through_the_handle(serve_url):
 def test_serve_processes_run_with_two_malloc_arenas(serve_url):
     import psutil
 
-    from serve_app.ops.launch import PROCESS_ENV
+    from serve_app.ops.local import PROCESS_ENV
 
     replicas = [
         p

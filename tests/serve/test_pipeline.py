@@ -1,0 +1,151 @@
+"""The served pipeline with in-process fakes for the deployments: the same plan as
+``dispatch_round``, one solver hop per round, no ETR hop when every row is cached, admission
+before decoding. Plain asyncio, no Ray."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from cache import L1Cache, MultiLevelCache, Quantisation
+from etr import features_from_orders, load_artifact, load_runtime
+from planner import dispatch_round, generate_round
+from planner.dispatch_round import solve_round
+from serve_app.cache_setup import ReplicaCache
+from serve_app.config import Limits
+from serve_app.pipeline import (
+    Admission,
+    CallContext,
+    DispatchCall,
+    Lane,
+    Overloaded,
+    Pipeline,
+    TooLarge,
+)
+
+RUNTIME = load_runtime(load_artifact("etr"), "onnxruntime")
+
+
+class FakeSolver:
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.calls, self.delay_s = 0, delay_s
+
+    async def solve_round(self, arrays, weights, etr_floor, improve_routes, ctx):
+        self.calls += 1
+        await asyncio.sleep(self.delay_s)
+        return solve_round(arrays, weights, etr_floor=etr_floor, improve_routes=improve_routes)
+
+
+class FakeEtr:
+    def __init__(self) -> None:
+        self.calls, self.rows = 0, 0
+
+    async def predict(self, features, ctx):
+        self.calls += 1
+        self.rows += len(features)
+        return RUNTIME.predict(features)
+
+    async def model_version(self):
+        return "1"
+
+
+def pipeline(solver, etr, *, cache: bool = False, in_flight: int = 4, queued: int = 4):
+    replica_cache = None
+    if cache:
+        replica_cache = ReplicaCache(
+            MultiLevelCache(L1Cache(1 << 20, 60.0, "lru")), 60.0, Quantisation(1e-4), None
+        )
+    admission = Admission({n: Lane(n, in_flight, queued) for n in ("dispatch", "etr", "solve")})
+    return Pipeline(
+        solver=solver, etr=etr, admission=admission, limits=Limits(), cache=replica_cache
+    )
+
+
+def decoder(round_):
+    async def decode():
+        return DispatchCall(round_)
+
+    return decode
+
+
+def test_the_served_plan_equals_dispatch_round_with_one_hop_each():
+    round_ = generate_round(40, 15, seed=8)
+    solver, etr = FakeSolver(), FakeEtr()
+    plan = asyncio.run(pipeline(solver, etr).dispatch(decoder(round_), CallContext.start(10)))
+    want = dispatch_round(
+        round_, backend="numpy", etr_minutes=RUNTIME.predict(features_from_orders(round_.orders))
+    )
+    assert plan.assignments == want.assignments and plan.routes == want.routes
+    assert plan.etr_arrival == pytest.approx(want.etr_arrival)
+    assert (solver.calls, etr.calls) == (1, 1)
+    assert {"admission_ms", "decode_ms", "pack_ms", "etr_ms", "solve_ms", "unpack_ms"} <= set(
+        plan.timings_ms
+    )
+
+
+def test_a_round_whose_etr_rows_are_all_cached_makes_one_hop():
+    round_ = generate_round(20, 10, seed=3)
+    solver, etr = FakeSolver(), FakeEtr()
+    p = pipeline(solver, etr, cache=True)
+
+    async def twice():
+        a = await p.dispatch(decoder(round_), CallContext.start(10))
+        b = await p.dispatch(decoder(round_), CallContext.start(10))
+        return a, b
+
+    first, second = asyncio.run(twice())
+    assert (solver.calls, etr.calls) == (2, 1)
+    assert first.assignments == second.assignments
+    assert second.etr_arrival == pytest.approx(first.etr_arrival)
+
+
+def test_a_shed_request_is_never_decoded():
+    solver, etr = FakeSolver(delay_s=0.2), FakeEtr()
+    p = pipeline(solver, etr, in_flight=1, queued=0)
+    decoded = 0
+    round_ = generate_round(5, 2, seed=1)
+
+    async def decode():
+        nonlocal decoded
+        decoded += 1
+        return DispatchCall(round_)
+
+    async def burst():
+        return await asyncio.gather(
+            *(p.dispatch(decode, CallContext.start(10)) for _ in range(5)), return_exceptions=True
+        )
+
+    results = asyncio.run(burst())
+    shed = [r for r in results if isinstance(r, Overloaded)]
+    assert len(shed) == 4 and decoded == 1 and solver.calls == 1
+
+
+def test_a_round_over_the_limits_is_too_large_naming_the_limit():
+    solver, etr = FakeSolver(), FakeEtr()
+    p = Pipeline(
+        solver=solver,
+        etr=etr,
+        admission=Admission({n: Lane(n, 1, 1) for n in ("dispatch", "etr", "solve")}),
+        limits=Limits(max_riders=3),
+    )
+    with pytest.raises(TooLarge, match="riders: 4 exceeds the limit of 3"):
+        asyncio.run(p.dispatch(decoder(generate_round(4, 1, seed=1)), CallContext.start(10)))
+    assert solver.calls == 0
+
+
+def test_etr_rows_of_a_round_with_no_orders_cost_no_hop():
+    solver, etr = FakeSolver(), FakeEtr()
+    plan = asyncio.run(
+        pipeline(solver, etr).dispatch(decoder(generate_round(5, 0, seed=1)), CallContext.start(10))
+    )
+    assert plan.assignments == () and etr.calls == 0 and solver.calls == 1
+
+
+def test_etr_minutes_match_the_runtime():
+    round_ = generate_round(0, 9, seed=5)
+    etr = FakeEtr()
+    p = pipeline(FakeSolver(), etr, cache=True)
+    got = asyncio.run(p.etr_features(features_from_orders(round_.orders), CallContext.start(10)))
+    np.testing.assert_allclose(got, RUNTIME.predict(features_from_orders(round_.orders)), atol=1e-5)

@@ -1,0 +1,132 @@
+"""The folders are the architecture: imports flow one way and never in a circle.
+
+serve_app -> actors -> planner / kernels / etr / cache -> domain; the transport-free pipeline
+and the scheduling logic load no Ray, FastAPI or gRPC. Every import counts, including those
+inside functions (a lazy import is still a dependency).
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = (
+    *("domain", "kernels", "planner", "etr", "cache", "config"),
+    *("actors", "serve_app", "placement", "cli"),
+)
+#: What each package may import from the others (its own modules always).
+ALLOWED = {
+    "domain": set(),
+    "config": set(),
+    "kernels": {"domain", "config"},
+    "planner": {"domain", "kernels", "config"},
+    "cache": {"config"},
+    "etr": {"domain", "kernels", "config", "placement"},
+    "placement": {"domain", "kernels", "planner", "etr", "config"},
+    "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "placement"},
+    "serve_app": {"domain", "kernels", "planner", "etr", "cache", "config", "actors"},
+    "cli": set(PACKAGES) - {"cli"},
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path, modules: set[str]) -> set[str]:
+    """First-party modules ``path`` imports, anywhere in the file, as module names."""
+    tree = ast.parse(path.read_text())
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
+                base = f"{base}.{node.module}" if node.module else base
+            # ``from pkg import mod`` depends on pkg.mod; ``from mod import name`` on mod.
+            names = [
+                f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names
+            ]
+        for name in names:
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            # Every module loads its own package's __init__ first: that is Python, not a cycle.
+            if name and name != me and not me.startswith(f"{name}."):
+                found.add(name)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    files = [p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py") if "_pb2" not in p.name]
+    modules = {module_name(p) for p in files}
+    return {module_name(p): imports_of(p, modules) for p in files}
+
+
+def test_no_module_imports_a_package_above_it():
+    bad = [
+        f"{mod} -> {dep}"
+        for mod, deps in graph().items()
+        for dep in deps
+        if dep.split(".")[0] != mod.split(".")[0]
+        and dep.split(".")[0] not in ALLOWED[mod.split(".")[0]]
+    ]
+    assert not bad, bad
+
+
+def test_there_are_no_import_cycles():
+    g = graph()
+    # Tarjan's strongly connected components; a component of more than one module is a cycle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in g.get(v, ()):
+            if w not in g:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(10_000)
+    for v in g:
+        if v not in index:
+            visit(v)
+    assert not cycles, cycles
+
+
+def test_the_pipeline_and_the_scheduling_logic_load_no_ray_fastapi_or_grpc():
+    code = (
+        "import sys, serve_app.pipeline, actors.scheduling\n"
+        "heavy = {m.split('.')[0] for m in sys.modules} & {'ray', 'fastapi', 'starlette', 'grpc'}\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -1,0 +1,72 @@
+"""``orml serve`` as an operator runs it: it starts, answers, and stops on SIGTERM (what
+systemd, Docker and Kubernetes send) leaving no listener behind; a port already taken is named
+at start instead of failing later."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from serve_app.ops.local import free_port
+
+ORML = str(Path(sys.executable).with_name("orml"))
+pytestmark = pytest.mark.serve
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def haproxy_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-x", "haproxy"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
+    ports = {k: free_port() for k in ("port", "grpc-port", "dashboard-port", "metrics-port")}
+    before = haproxy_pids()
+    log = (tmp_path / "serve.log").open("w")
+    args = [ORML, "serve", *(f"--{k}={v}" for k, v in ports.items())]
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "SIGTERM stops" not in (tmp_path / "serve.log").read_text():
+            assert proc.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "orml serve did not come up"
+            time.sleep(1)
+        out = (tmp_path / "serve.log").read_text()
+        assert "/v1/routes/solve" in out and "gRPC" in out
+        assert httpx.get(f"http://127.0.0.1:{ports['port']}/readyz", timeout=30).status_code == 200
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert "stopped" in (tmp_path / "serve.log").read_text()
+    time.sleep(1)
+    assert [p for p in ports.values() if listening(p)] == []
+    assert haproxy_pids() <= before  # no HAProxy of ours left running
+
+
+def test_a_port_already_in_use_is_named_at_start():
+    with socket.socket() as squatter:
+        squatter.bind(("0.0.0.0", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        run = subprocess.run(
+            [ORML, "serve", f"--port={port}", f"--grpc-port={free_port()}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert run.returncode == 2
+    assert f"HTTP port {port} already in use" in run.stderr
