@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,44 +26,20 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import free_port, log, parser, write_csv
+from common import log, parser, write_csv
 
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, RedisL2, cache_key
 from etr import load_artifact, load_runtime
 from etr.dataset import load_deliveries
+from serve_app.ops import local
 
 
-def start_redis() -> tuple[subprocess.Popen, str]:
-    if shutil.which("redis-server") is None:
+def start_redis() -> tuple[local.RedisProcess, str]:
+    """A private redis-server (the harness's): (process, URL)."""
+    if not local.RedisProcess.available():
         raise SystemExit("redis-server not found (apt-get install -y redis-server)")
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            tempfile.mkdtemp(),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    import redis
-
-    for _ in range(100):
-        try:
-            redis.Redis.from_url(url).ping()
-            return proc, url
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    raise SystemExit("redis-server did not start")
+    server = local.RedisProcess(Path(tempfile.mkdtemp())).start()
+    return server, server.url
 
 
 def zipf_stream(n_keys: int, length: int, skew: float, seed: int) -> np.ndarray:
@@ -165,22 +139,17 @@ async def hit_ratios(url: str, skews, n_keys: int, length: int) -> list[dict]:
 
 def end_to_end(duration_s: float, concurrency: int) -> list[dict]:
     import httpx
-    import ray
-    from ray import serve
 
     from planner import generate_round
-    from serve_app.builder import app_builder
     from serve_app.config import CacheArgs, DispatchAppArgs
     from serve_app.schemas import OrderIn
 
-    port = free_port()
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    base = local.start(num_cpus=4).http
     for name, on in (("on", True), ("off", False)):
         args = DispatchAppArgs(
             backend="numpy", etr_runtime="onnxruntime", cache=CacheArgs(enabled=on)
         )
-        serve.run(app_builder(args), name=name, route_prefix=f"/{name}")
+        local.run_app(args, name=name, route_prefix=f"/{name}")
     pool = generate_round(0, 2000, seed=5).orders
     hot = [
         json.dumps(
@@ -200,7 +169,7 @@ def end_to_end(duration_s: float, concurrency: int) -> list[dict]:
         async def run(name=name):
             sent, done = 0, 0
             lat = []
-            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+            async with httpx.AsyncClient(base_url=base, timeout=30) as c:
                 t_end = time.perf_counter() + duration_s
 
                 async def worker():
@@ -235,8 +204,7 @@ def end_to_end(duration_s: float, concurrency: int) -> list[dict]:
         rps, p50, errors = asyncio.run(run())
         results.append({"cache": name, "requests_per_s": rps, "p50_ms": p50, "errors": errors})
         log(f"  /v1/etr cache {name}: {rps:.0f} req/s, p50 {p50:.1f} ms, errors {errors}")
-    serve.shutdown()
-    ray.shutdown()
+    local.stop()
     return results
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import socket
 import sys
 from pathlib import Path
 
@@ -32,10 +31,3 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for the app's HTTP server)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

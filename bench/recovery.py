@@ -24,18 +24,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import free_port, log, parser, write_csv
+from common import log, parser, write_csv
 
-from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import drill
+from serve_app.ops import drill, local
 
 REPLICAS = 2
 FULL_CAPACITY_TARGET_S = 3.0
 
 
 def deploy(name: str, fast: bool) -> None:
-    from ray import serve
 
     resilience = {"fault_injection": True, "watchdog_s": 1.0}
     health: dict = drill.FAST_RECOVERY
@@ -49,7 +47,7 @@ def deploy(name: str, fast: bool) -> None:
         resilience=resilience,
     )
     options = {d: {"num_replicas": REPLICAS, **health} for d in ("OrSolver", "Etr")}
-    serve.run(build_app(args, options), name=name, route_prefix=f"/{name}")
+    local.run_app(args, options, name=name, route_prefix=f"/{name}")
 
 
 def plot(results: list[drill.DrillResult], path: Path) -> None:
@@ -91,13 +89,9 @@ def main() -> None:
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
 
-    import ray
     from ray import serve
 
-    ray.init(address="local", num_cpus=8, include_dashboard=False, log_to_driver=False)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    url = f"http://127.0.0.1:{port}"
+    url = local.start(num_cpus=8).http
     log("deploying the app (2 replicas per model, fast recovery settings) ...")
     deploy("fast", fast=True)
     drills = [("OrSolver", "poison"), ("Etr", "crash")]
@@ -123,8 +117,7 @@ def main() -> None:
         log(f"  {res.row()}")
         results.append(res)
         rows.append({"setup": "serve defaults", **res.row()})
-    serve.shutdown()
-    ray.shutdown()
+    local.stop()
 
     write_csv(args.out / "recovery.csv", rows)
     plot(results, args.out / "recovery.png")

@@ -1,13 +1,25 @@
-"""Load the Serve app over HTTP with open-loop Poisson arrivals at increasing rates.
+"""The serving path under load: overhead against Ray Serve's floor, ETR batching, overload,
+gRPC vs HTTP, the ETR cache. Every comparison is measured side by side in one run.
 
-    python bench/serve_load.py [--quick] [--json PATH] [--out DIR]
+    python bench/serve_load.py [--quick] [--json PATH] [--out DIR] [--only SECTION ...]
 
-Starts a local Ray with two copies of the app in the same run: ``/b`` (ETR batching on) and
-``/u`` (batching off, every request its own model call), on the CPU backends. For each endpoint
-and variant it offers rates from a ladder (Poisson arrivals, loopback only, bounded duration)
-and records achieved QPS, p50/p99 latency and errors. It also times one dispatch round over
-HTTP against calling ``dispatch_round`` directly in this process (the Serve overhead).
-Writes DIR/serve_load.csv and DIR/serve_load.png.
+Starts a local Ray + Serve (the shared harness, Serve's throughput mode) and, section by
+section, deploys the apps it compares, loads them over loopback with the lean open-loop
+generator (``serve_app.ops.loadgen``; its own CPU share is reported with each run), and removes
+them:
+
+overhead   one dispatch at a time: ``dispatch_round`` in this process vs the app over HTTP
+           (JSON and msgpack) and gRPC, vs a no-op app with the same hops and payload sizes
+           (``bench/floor_app.py``: 0 and 2 hops). Overhead = HTTP p50 - in-process p50.
+batching   /v1/etr one-order requests, cache off: the most requests/s with p99 <= 100 ms,
+           batching on vs off, on the CPU model and on an EMULATED GPU (``etr.runtime_
+           emulated``: the CPU model's answers at the times of an assumed T4 call-cost model).
+overload   dispatch at 0.8x, 1x, 2x and 3x the sustainable rate (measured first), with
+           admission as shipped vs admission off (Serve's own queueing, today's behaviour).
+grpc       dispatch and ETR: p50 one at a time and the most requests/s, HTTP vs gRPC.
+cache      /v1/etr with ~90% of requests repeating an earlier order: cache on vs off.
+
+Writes DIR/serve_load.csv, DIR/serve_load.png and (--json) every row.
 """
 
 from __future__ import annotations
@@ -17,120 +29,117 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import free_port, log, parser, write_csv
+from common import log, parser, write_csv
 
 from etr import features_from_orders, load_artifact, load_runtime
 from planner import dispatch_round, generate_round
+from serve_app.config import DispatchAppArgs
+from serve_app.ops import local
+from serve_app.ops.loadgen import HttpLoad, Run, encode_request, percentile_ms
 from serve_app.schemas import DispatchRequest, OrderIn
 
 P99_TARGET_MS = 100.0
+SMALL = {"ray_actor_options": {"num_cpus": 0.25}}
+OPTIONS = {d: SMALL for d in ("Ingress", "OrSolver", "OfflineSolver", "Etr")}
+#: The assumed GPU call cost the emulated ETR device sleeps (a small TensorRT engine on a T4:
+#: launch, host/device copies and a stream sync dominate; rows are nearly free). An
+#: assumption, not a measurement: no GPU profile has been measured for this model yet.
+EMULATED_PER_CALL_MS = 2.0
+EMULATED_PER_ROW_MS = 0.002
+JSON = "application/json"
+MSGPACK = "application/x-msgpack"
 
 
-THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
+def deploy(name: str, args: DispatchAppArgs, etr_user: dict | None = None) -> str:
+    options = {k: dict(v) for k, v in OPTIONS.items()}
+    if etr_user is not None:
+        options["Etr"] = {**options["Etr"], "user_config": etr_user}
+    local.run_app(args, options, name=name, route_prefix=f"/{name}")
+    return f"/{name}"
 
 
-def start_apps(port: int, throughput_mode: bool = True) -> None:
-    import os
-
-    if throughput_mode:  # Ray Serve's high-throughput mode (Ray >= 2.55): HAProxy + direct gRPC
-        os.environ.update(THROUGHPUT_ENV)
-    import ray
+def undeploy(*names: str) -> None:
     from ray import serve
 
-    from actors.etr_model import EtrDeployment
-    from actors.or_solver import OrSolverDeployment
-    from serve_app.app import DispatchIngress
-    from serve_app.config import DispatchAppArgs
-
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
-    for prefix, batching in (("/b", True), ("/u", False)):
-        etr = EtrDeployment.options(
-            user_config={
-                "max_batch_size": 512,
-                "batch_wait_timeout_s": 0.002,
-                "batching": batching,
-            },
-            max_ongoing_requests=1024,
-        ).bind(None, "onnxruntime")
-        app = DispatchIngress.options(max_ongoing_requests=1024).bind(
-            OrSolverDeployment.bind("numpy"), etr, args.model_dump()
-        )
-        serve.run(app, name=prefix.strip("/"), route_prefix=prefix)
+    for name in names:
+        serve.delete(name.strip("/"), _blocking=True)
 
 
-async def open_loop(url: str, bodies: list[bytes], rate: float, duration_s: float, seed: int):
-    """Send at Poisson times for duration_s; returns (latencies_ms, errors, achieved_qps)."""
-    import httpx
-
-    rng = np.random.default_rng(seed)
-    gaps = rng.exponential(1.0 / rate, int(rate * duration_s * 1.5) + 10)
-    starts = np.cumsum(gaps)
-    starts = starts[starts < duration_s]
-    latencies: list[float] = []
-    errors = 0
-    limits = httpx.Limits(max_connections=512, max_keepalive_connections=512)
-    async with httpx.AsyncClient(timeout=10.0, limits=limits) as client:
-        t0 = time.perf_counter()
-
-        async def one(k: int, at: float) -> None:
-            nonlocal errors
-            delay = at - (time.perf_counter() - t0)
-            if delay > 0:
-                await asyncio.sleep(delay)
-            sent = time.perf_counter()
-            try:
-                r = await client.post(
-                    url,
-                    content=bodies[k % len(bodies)],
-                    headers={"content-type": "application/json"},
-                )
-                if r.status_code == 200:
-                    latencies.append((time.perf_counter() - sent) * 1e3)
-                else:
-                    errors += 1
-            except Exception:
-                errors += 1
-
-        await asyncio.gather(*(one(k, at) for k, at in enumerate(starts)))
-        elapsed = time.perf_counter() - t0
-    return latencies, errors, len(latencies) / max(elapsed, duration_s)
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
 
 
-def sweep(url: str, bodies: list[bytes], rates: list[float], duration_s: float, label: str, log):
+def load(base: str) -> HttpLoad:
+    return HttpLoad(base, max_connections=1024, timeout_s=60.0)
+
+
+def sequential_ms(base: str, requests: list[bytes], n: int) -> tuple[list[float], float]:
+    """Latencies (ms) of n requests one at a time, and the generator's CPU share."""
+
+    async def go() -> Run:
+        gen = load(base)
+        try:
+            await gen.send(requests[0])  # a warm connection
+            return await gen.sequence(requests, n)
+        finally:
+            await gen.close()
+
+    got = run(go())
+    bad = [r.status for r in got.results if r.status != 200]
+    if bad:
+        raise RuntimeError(f"{base}: non-200 answers {bad[:5]}")
+    return [r.latency_s * 1e3 for r in got.results], got.cpu_share
+
+
+def sweep(
+    base: str,
+    requests: list[bytes],
+    rates: list[float],
+    duration_s: float,
+    case: str,
+) -> list[dict[str, Any]]:
+    """Open-loop Poisson steps until p99 passes 20x the target or >5% fail; a row per step."""
     rows = []
     for rate in rates:
-        lat, errors, qps = asyncio.run(open_loop(url, bodies, rate, duration_s, seed=int(rate)))
-        p50 = float(np.percentile(lat, 50)) if lat else float("nan")
-        p99 = float(np.percentile(lat, 99)) if lat else float("nan")
-        rows.append(
-            {
-                "case": label,
-                "offered_rps": rate,
-                "achieved_rps": qps,
-                "p50_ms": p50,
-                "p99_ms": p99,
-                "errors": errors,
-                "sent": len(lat) + errors,
-            }
-        )
+        got = run(_open(base, requests, rate, duration_s))
+        ok = got.ok()
+        row = {
+            "case": case,
+            "offered_rps": rate,
+            "achieved_rps": round(got.goodput_rps(), 1),
+            "p50_ms": round(percentile_ms(ok, 50), 2),
+            "p99_ms": round(percentile_ms(ok, 99), 2),
+            "errors": len(got.results) - len(ok),
+            "generator_cpu": round(got.cpu_share, 3),
+        }
+        rows.append(row)
         log(
-            f"  {label:<22} offered {rate:7.0f}/s  achieved {qps:7.1f}/s  "
-            f"p50 {p50:7.1f} ms  p99 {p99:8.1f} ms  errors {errors}"
+            f"  {case:<26} offered {rate:6.0f}/s achieved {row['achieved_rps']:7.1f}/s "
+            f"p50 {row['p50_ms']:7.1f} p99 {row['p99_ms']:8.1f} ms errors {row['errors']} "
+            f"gen cpu {row['generator_cpu']:.2f}"
         )
-        if errors > 0.05 * (len(lat) + errors) or p99 > 20 * P99_TARGET_MS:
-            break  # saturated; higher rates only queue
+        if row["errors"] > 0.05 * max(1, len(got.results)) or row["p99_ms"] > 20 * P99_TARGET_MS:
+            break
     return rows
 
 
-def max_ok(rows: list[dict], case: str) -> float:
+async def _open(base: str, requests: list[bytes], rate: float, duration_s: float) -> Run:
+    gen = load(base)
+    try:
+        return await gen.open_loop(requests, rate, duration_s, seed=int(rate))
+    finally:
+        await gen.close()
+
+
+def max_ok(rows: list[dict[str, Any]], case: str) -> float:
     ok = [
         r["achieved_rps"]
         for r in rows
@@ -139,118 +148,475 @@ def max_ok(rows: list[dict], case: str) -> float:
     return max(ok, default=0.0)
 
 
-def plot(rows: list[dict], path: Path) -> None:
+def etr_requests(base: str, path: str, orders: list) -> list[bytes]:
+    return [
+        encode_request(
+            f"{base}{path}/v1/etr",
+            json.dumps({"orders": [json.loads(OrderIn.from_domain(o).model_dump_json())]}).encode(),
+        )
+        for o in orders
+    ]
+
+
+def dispatch_requests(base: str, path: str, rounds: list, binary: bool = False) -> list[bytes]:
+    out = []
+    for r in rounds:
+        req = DispatchRequest.from_domain(r)
+        if binary:
+            import msgpack
+
+            body = msgpack.packb(req.model_dump(mode="json"))
+            out.append(
+                encode_request(f"{base}{path}/v1/dispatch", body, MSGPACK, {"Accept": MSGPACK})
+            )
+        else:
+            out.append(encode_request(f"{base}{path}/v1/dispatch", req.model_dump_json().encode()))
+    return out
+
+
+# ---- sections ---------------------------------------------------------------------------------
+def section_overhead(base: str, grpc_address: str, quick: bool) -> dict[str, Any]:
+    """Our HTTP overhead per dispatch vs the floor, JSON and msgpack; gRPC beside."""
+    from floor_app import dispatch_sample, floor_app
+    from ray import serve
+
+    n = 15 if quick else 60
+    rounds = [generate_round(100, 20, seed=900 + k) for k in range(n)]  # new orders each
+    runtime = load_runtime(load_artifact("etr"), "onnxruntime")
+    direct = []
+    for r in rounds:
+        minutes = runtime.predict(features_from_orders(r.orders))
+        t0 = time.perf_counter()
+        dispatch_round(r, backend="numpy", etr_minutes=minutes)
+        direct.append((time.perf_counter() - t0) * 1e3)
+    path = deploy("ovh", DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime"))
+    local.wait_ready(base + path)
+    sample, answer = dispatch_sample(rounds[0])
+    for hops in (0, 2):
+        serve.run(
+            floor_app(hops, sample, answer), name=f"floor{hops}", route_prefix=f"/floor{hops}"
+        )
+    out: dict[str, Any] = {"direct_p50_ms": statistics.median(direct)}
+    cases: dict[str, Callable[[], list[bytes]]] = {
+        "ours_json": lambda: dispatch_requests(base, path, rounds),
+        "ours_msgpack": lambda: dispatch_requests(base, path, rounds, binary=True),
+        "floor0_json": lambda: dispatch_requests(base, "/floor0", rounds),
+        "floor2_json": lambda: dispatch_requests(base, "/floor2", rounds),
+        "floor0_msgpack": lambda: dispatch_requests(base, "/floor0", rounds, binary=True),
+        "floor2_msgpack": lambda: dispatch_requests(base, "/floor2", rounds, binary=True),
+    }
+    # Warm every path, then interleave the cases so drift on a shared host hits them alike.
+    requests = {case: make() for case, make in cases.items()}
+    for reqs in requests.values():
+        sequential_ms(base, reqs, 3)
+    lat: dict[str, list[float]] = {case: [] for case in cases}
+    cpu: dict[str, list[float]] = {case: [] for case in cases}
+    for k in range(0, n, 5):
+        for case, reqs in requests.items():
+            got, share = sequential_ms(base, reqs[k : k + 5], 5)
+            lat[case] += got
+            cpu[case].append(share)
+    for case in cases:
+        out[f"{case}_p50_ms"] = statistics.median(lat[case])
+        out[f"{case}_generator_cpu"] = round(max(cpu[case]), 3)
+    out["grpc_p50_ms"] = statistics.median(grpc_sequential_ms(grpc_address, "ovh", rounds))
+    out["ours_json_overhead_ms"] = out["ours_json_p50_ms"] - out["direct_p50_ms"]
+    out["ours_msgpack_overhead_ms"] = out["ours_msgpack_p50_ms"] - out["direct_p50_ms"]
+    out["grpc_overhead_ms"] = out["grpc_p50_ms"] - out["direct_p50_ms"]
+    out["json_vs_floor2"] = out["ours_json_overhead_ms"] / out["floor2_json_p50_ms"]
+    out["msgpack_vs_floor2"] = out["ours_msgpack_overhead_ms"] / out["floor2_msgpack_p50_ms"]
+    undeploy(path, "floor0", "floor2")
+    return out
+
+
+def grpc_sequential_ms(address: str, app: str, rounds: list) -> list[float]:
+    from serve_app.grpc_api.client import OrmlGrpcClient
+
+    out = []
+    with OrmlGrpcClient(address, application=app) as client:
+        client.dispatch(rounds[0])
+        for r in rounds:
+            t0 = time.perf_counter()
+            client.dispatch(r)
+            out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def section_batching(base: str, quick: bool, profile_path: Path) -> list[dict[str, Any]]:
+    """ETR one-order requests, cache off: batching on vs off, CPU model and emulated GPU."""
+    duration = 3.0 if quick else 8.0
+    orders = list(generate_round(0, 512, seed=3).orders)
+    no_cache = {"enabled": False}
+    rows = []
+    variants = [
+        ("cpu", "onnxruntime", [100, 200, 400] if quick else [100, 200, 300, 400, 600, 800]),
+        (
+            "emulated T4",
+            f"emulated:{profile_path}",
+            [100, 300, 600] if quick else [100, 200, 300, 400, 600, 800, 1000],
+        ),
+    ]
+    for label, runtime, rates in variants:
+        for batching in (True, False):
+            name = f"etr{'b' if batching else 'u'}{label[0]}"
+            args = DispatchAppArgs(backend="numpy", etr_runtime=runtime, cache=no_cache)
+            user = {"max_batch_size": 256, "batching": batching}
+            path = deploy(name, args, user)
+            case = f"etr {label} batching {'on' if batching else 'off'}"
+            rows += sweep(base, etr_requests(base, path, orders), rates, duration, case)
+            undeploy(path)
+    return rows
+
+
+def section_overload(base: str, quick: bool) -> list[dict[str, Any]]:
+    """Dispatch at 0.8x..3x the sustainable rate, admission as shipped vs off."""
+    duration = 4.0 if quick else 10.0
+    rounds = [generate_round(100, 20, seed=700 + k) for k in range(40)]
+    shipped = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
+    huge = {"max_in_flight": 10_000, "max_queued": 10_000}
+    off = shipped.model_copy(
+        update={
+            "admission": shipped.admission.model_copy(
+                update={"dispatch": shipped.admission.dispatch.model_copy(update=huge)}
+            )
+        }
+    )
+    rows = []
+    with_path = deploy("adm", shipped)
+    off_path = deploy("noadm", off)
+    local.wait_ready(base + with_path)
+    local.wait_ready(base + off_path)
+    reqs = {p: dispatch_requests(base, p, rounds) for p in (with_path, off_path)}
+    # Sustainable rate: closed loop at the lane's concurrency, on the shipped app.
+    got = run(_closed(base, reqs[with_path], 4, duration))
+    peak = got.goodput_rps()
+    log(f"  sustainable dispatch rate ~{peak:.1f}/s (closed loop, 4 in flight)")
+    for factor in (0.8, 1.0, 2.0, 3.0):
+        for label, p in (("admission", with_path), ("no admission", off_path)):
+            got = run(_open(base, reqs[p], peak * factor, duration))
+            ok, shed = got.ok(), [r for r in got.results if r.status in (429, 503)]
+            rows.append(
+                {
+                    "case": f"dispatch {label}",
+                    "load": factor,
+                    "offered_rps": round(peak * factor, 1),
+                    "goodput_rps": round(got.goodput_rps(), 1),
+                    "goodput_vs_peak": round(got.goodput_rps() / peak, 3),
+                    "sent": len(got.results),
+                    "shed": len(shed),
+                    "shed_with_retry_after": sum(r.retry_after is not None for r in shed),
+                    "other_errors": len(got.results) - len(ok) - len(shed),
+                    "p50_ms": round(percentile_ms(ok, 50), 1),
+                    "p99_ms": round(percentile_ms(ok, 99), 1),
+                    "shed_p50_ms": round(percentile_ms(shed, 50), 2),
+                    "generator_cpu": round(got.cpu_share, 3),
+                }
+            )
+            log(f"  {rows[-1]}")
+    undeploy(with_path, off_path)
+    return rows
+
+
+async def _closed(base: str, requests: list[bytes], concurrency: int, duration_s: float) -> Run:
+    gen = load(base)
+    try:
+        return await gen.closed_loop(requests, concurrency, duration_s)
+    finally:
+        await gen.close()
+
+
+def section_grpc(base: str, grpc_address: str, quick: bool) -> list[dict[str, Any]]:
+    """p50 one at a time and closed-loop throughput, HTTP vs gRPC, dispatch and ETR."""
+    duration = 3.0 if quick else 8.0
+    path = deploy("proto", DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime"))
+    local.wait_ready(base + path)
+    rounds = [generate_round(100, 20, seed=1300 + k) for k in range(30)]
+    orders = list(generate_round(0, 512, seed=8).orders)
+    rows = []
+    for what, reqs, conc in (
+        ("dispatch", dispatch_requests(base, path, rounds), 4),
+        ("etr", etr_requests(base, path, orders), 32),
+    ):
+        lat, _ = sequential_ms(base, reqs, 30)
+        got = run(_closed(base, reqs, conc, duration))
+        rows.append(
+            {
+                "case": f"{what} http",
+                "p50_ms": round(statistics.median(lat), 2),
+                "max_rps": round(got.goodput_rps(), 1),
+                "concurrency": conc,
+                "generator_cpu": round(got.cpu_share, 3),
+            }
+        )
+        g_lat, g_rps, g_cpu = run(
+            _grpc_load(grpc_address, "proto", what, rounds, orders, conc, duration)
+        )
+        rows.append(
+            {
+                "case": f"{what} grpc",
+                "p50_ms": round(statistics.median(g_lat), 2),
+                "max_rps": round(g_rps, 1),
+                "concurrency": conc,
+                "generator_cpu": round(g_cpu, 3),
+            }
+        )
+        log(f"  {rows[-2]}\n  {rows[-1]}")
+    undeploy(path)
+    return rows
+
+
+async def _grpc_load(
+    address: str, app: str, what: str, rounds: list, orders: list, conc: int, duration_s: float
+) -> tuple[list[float], float, float]:
+    import grpc
+
+    from serve_app.grpc_api import orml_pb2 as pb
+    from serve_app.grpc_api import orml_pb2_grpc
+    from serve_app.schemas import EtrRequest
+
+    if what == "dispatch":
+        messages = [
+            pb.DispatchRequest(**DispatchRequest.from_domain(r).model_dump(exclude_none=True))
+            for r in rounds
+        ]
+    else:
+        messages = [
+            pb.EtrRequest(
+                **EtrRequest(orders=[OrderIn.from_domain(o)]).model_dump(exclude_none=True)
+            )
+            for o in orders
+        ]
+    metadata = (("application", app), ("x-timeout-ms", "30000"))
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = orml_pb2_grpc.OrmlStub(channel)
+        call = stub.Dispatch if what == "dispatch" else stub.Etr
+        await call(messages[0], metadata=metadata)
+        lat = []
+        for m in messages[:30]:
+            t0 = time.perf_counter()
+            await call(m, metadata=metadata)
+            lat.append((time.perf_counter() - t0) * 1e3)
+        done = 0
+        t0, cpu0 = time.perf_counter(), time.process_time()
+
+        async def worker(k: int) -> None:
+            nonlocal done
+            while time.perf_counter() - t0 < duration_s:
+                try:
+                    await call(messages[k % len(messages)], metadata=metadata)
+                    done += 1
+                except grpc.aio.AioRpcError:
+                    pass
+                k += conc
+
+        await asyncio.gather(*(worker(k) for k in range(conc)))
+        wall = time.perf_counter() - t0
+    return lat, done / wall, (time.process_time() - cpu0) / wall
+
+
+def section_cache(base: str, quick: bool) -> list[dict[str, Any]]:
+    """/v1/etr, ~90% of requests repeat an earlier order: cache on vs off."""
+    duration = 3.0 if quick else 8.0
+    rng = np.random.default_rng(5)
+    pool = list(generate_round(0, 64, seed=11).orders)
+    fresh = iter(generate_round(0, 4096, seed=12).orders)
+    stream = [
+        pool[int(rng.integers(len(pool)))] if rng.random() < 0.9 else next(fresh)
+        for _ in range(3000)
+    ]
+    rows = []
+    for label, enabled in (("on", True), ("off", False)):
+        args = DispatchAppArgs(
+            backend="numpy", etr_runtime="onnxruntime", cache={"enabled": enabled}
+        )
+        path = deploy(f"cache{label}", args)
+        rates = [200, 400, 800] if quick else [100, 200, 400, 600, 800, 1200, 1600, 2000, 2500]
+        rows += sweep(
+            base,
+            etr_requests(base, path, stream),
+            rates,
+            duration,
+            f"etr 90% repeats cache {label}",
+        )
+        undeploy(path)
+    return rows
+
+
+# ---- report -----------------------------------------------------------------------------------
+def write_profile(path: Path) -> None:
+    """The emulated device's profile: the assumed per-call + per-row cost, placement format."""
+    points = [
+        {
+            "batch": b,
+            "p50_ms": EMULATED_PER_CALL_MS + EMULATED_PER_ROW_MS * b,
+            "p99_ms": EMULATED_PER_CALL_MS + EMULATED_PER_ROW_MS * b,
+        }
+        for b in (1, 8, 64, 256, 1024)
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "model": "etr",
+                "device_type": "T4",
+                "runtime": "emulated",
+                "estimate": True,
+                "basis": f"assumed: {EMULATED_PER_CALL_MS} ms per call + "
+                f"{EMULATED_PER_ROW_MS} ms per row (emulation, not a measurement)",
+                "context_mb": 300,
+                "weights_mb": 0.1,
+                "workspace_mb": 0,
+                "per_row_kb": 1,
+                "points": points,
+            },
+            indent=1,
+        )
+    )
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for case in dict.fromkeys(r["case"] for r in rows):
-        mine = [r for r in rows if r["case"] == case]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    ax = axes[0]
+    for case in dict.fromkeys(r["case"] for r in result.get("batching", [])):
+        mine = [r for r in result["batching"] if r["case"] == case]
         ax.plot([r["achieved_rps"] for r in mine], [r["p99_ms"] for r in mine], "o-", label=case)
-    ax.axhline(P99_TARGET_MS, color="grey", ls="--", lw=1, label="p99 target")
-    ax.set_xlabel("achieved requests / s")
-    ax.set_ylabel("p99 latency (ms)")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    ax.set_title("orml-serve under open-loop Poisson load (2-core CPU)")
+    ax.axhline(P99_TARGET_MS, color="grey", ls="--", lw=1)
+    ax.set(
+        xlabel="achieved requests/s",
+        ylabel="p99 ms",
+        yscale="log",
+        title="ETR batching (emulated GPU labelled)",
+    )
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    for case in dict.fromkeys(r["case"] for r in result.get("overload", [])):
+        mine = [r for r in result["overload"] if r["case"] == case]
+        ax.plot([r["load"] for r in mine], [r["goodput_rps"] for r in mine], "o-", label=case)
+    ax.set(
+        xlabel="offered / sustainable rate",
+        ylabel="goodput (200s per s)",
+        title="Dispatch under overload",
+    )
+    ax.legend(fontsize=7)
+    ax = axes[2]
+    o = result.get("overhead")
+    if o:
+        values = [
+            o["ours_json_overhead_ms"],
+            o["floor2_json_p50_ms"],
+            o["ours_msgpack_overhead_ms"],
+            o["floor2_msgpack_p50_ms"],
+        ]
+        ax.bar(range(4), values, color=["C0", "grey", "C1", "silver"])
+        ax.set_xticks(
+            range(4), ["ours JSON", "floor JSON", "ours msgpack", "floor msgpack"], fontsize=8
+        )
+        ax.set(ylabel="ms per dispatch (p50)", title="Serving overhead vs the 2-hop floor")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def main() -> None:
-    ap = parser(__doc__, "short steps, fewer rates (< 1 min)")
+    ap = parser(__doc__, "short steps, fewer rates (a few minutes)")
     ap.add_argument(
-        "--ray-default-mode",
-        action="store_true",
-        help="without Ray Serve's throughput mode (HAProxy, direct gRPC)",
+        "--only",
+        nargs="*",
+        choices=["overhead", "batching", "overload", "grpc", "cache"],
+        help="run only these sections",
     )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-
-    import httpx
-    from ray import serve
-
-    port = free_port()
-    log("starting Ray and two copies of the app (batching on / off) ...")
-    start_apps(port, throughput_mode=not args.ray_default_mode)
-    base = f"http://127.0.0.1:{port}"
-    duration = 2.0 if args.quick else 6.0
-    etr_rates = [50, 200, 400] if args.quick else [50, 100, 200, 300, 400, 600, 800, 1200]
-    disp_rates = [5, 20] if args.quick else [5, 10, 20, 40, 60, 80]
-
-    orders = generate_round(0, 256, seed=3).orders
-    etr_bodies = [
-        json.dumps({"orders": [json.loads(OrderIn.from_domain(o).model_dump_json())]}).encode()
-        for o in orders
+    sections = args.only or ["overhead", "batching", "overload", "grpc", "cache"]
+    profile = args.out / "etr-emulated-T4.json"
+    write_profile(profile)
+    log("starting Ray and Serve (throughput mode) ...")
+    endpoints = local.start(num_cpus=4)
+    base = endpoints.http
+    result: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "quick": args.quick}
+    try:
+        if "overhead" in sections:
+            log("overhead: one dispatch at a time, ours vs the floor ...")
+            result["overhead"] = section_overhead(base, endpoints.grpc, args.quick)
+        if "batching" in sections:
+            log("batching: ETR one-order requests, cache off ...")
+            result["batching"] = section_batching(base, args.quick, profile.resolve())
+        if "overload" in sections:
+            log("overload: dispatch at 0.8x..3x the sustainable rate ...")
+            result["overload"] = section_overload(base, args.quick)
+        if "grpc" in sections:
+            log("grpc: HTTP vs gRPC ...")
+            result["grpc"] = section_grpc(base, endpoints.grpc, args.quick)
+        if "cache" in sections:
+            log("cache: 90% repeated orders, on vs off ...")
+            result["cache"] = section_cache(base, args.quick)
+    finally:
+        local.stop()
+    report(result)
+    rows = [
+        dict(r, section=s)
+        for s in ("batching", "overload", "grpc", "cache")
+        for r in result.get(s, [])
     ]
-    rounds = [generate_round(100, 20, seed=50 + k) for k in range(8)]
-    disp_bodies = [DispatchRequest.from_domain(r).model_dump_json().encode() for r in rounds]
-
-    rows = []
-    for prefix, label in (("/b", "etr batched"), ("/u", "etr unbatched")):
-        rows += sweep(f"{base}{prefix}/v1/etr", etr_bodies, etr_rates, duration, label, log)
-    rows += sweep(
-        f"{base}/b/v1/dispatch", disp_bodies, disp_rates, duration, "dispatch 100x20", log
-    )
-
-    # Serve overhead: one round, sequential requests, against the library in this process.
-    round_ = rounds[0]
-    rt = load_runtime(load_artifact("etr"), "onnxruntime")
-    minutes = rt.predict(features_from_orders(round_.orders))
-    direct, over_http = [], []
-    with httpx.Client(base_url=base, timeout=30) as c:
-        for _ in range(5 if args.quick else 20):
-            t0 = time.perf_counter()
-            dispatch_round(round_, backend="numpy", etr_minutes=minutes)
-            direct.append((time.perf_counter() - t0) * 1e3)
-            t0 = time.perf_counter()
-            assert (
-                c.post(
-                    "/b/v1/dispatch",
-                    content=disp_bodies[0],
-                    headers={"content-type": "application/json"},
-                ).status_code
-                == 200
-            )
-            over_http.append((time.perf_counter() - t0) * 1e3)
-    overhead = {
-        "direct_p50_ms": statistics.median(direct),
-        "http_p50_ms": statistics.median(over_http),
-    }
-    overhead["overhead_p50_ms"] = overhead["http_p50_ms"] - overhead["direct_p50_ms"]
-    serve.shutdown()
-
-    b, u = max_ok(rows, "etr batched"), max_ok(rows, "etr unbatched")
-    print(f"\nopen-loop Poisson load, {duration:.0f} s per step, loopback HTTP, 2-core CPU")
-    print(
-        f"{'case':<18} {'offered/s':>9} {'achieved/s':>10} {'p50 ms':>8} {'p99 ms':>9} "
-        f"{'errors':>6}"
-    )
-    for r in rows:
-        print(
-            f"{r['case']:<18} {r['offered_rps']:>9.0f} {r['achieved_rps']:>10.1f} "
-            f"{r['p50_ms']:>8.1f} {r['p99_ms']:>9.1f} {r['errors']:>6}"
-        )
-    print(
-        f"\nmax ETR throughput with p99 <= {P99_TARGET_MS:.0f} ms and no errors: batched "
-        f"{b:.0f}/s, unbatched {u:.0f}/s, ratio {b / u if u else float('nan'):.2f}x"
-    )
-    print(
-        f"dispatch 100x20 p50: direct {overhead['direct_p50_ms']:.1f} ms, over HTTP "
-        f"{overhead['http_p50_ms']:.1f} ms, Serve overhead {overhead['overhead_p50_ms']:.1f} ms"
-    )
     write_csv(args.out / "serve_load.csv", rows)
-    plot(rows, args.out / "serve_load.png")
+    plot(result, args.out / "serve_load.png")
     if args.json:
-        args.json.write_text(
-            json.dumps(
-                {"rows": rows, "overhead": overhead, "max_ok": {"batched": b, "unbatched": u}},
-                indent=2,
-            )
-        )
+        args.json.write_text(json.dumps(result, indent=2))
     log(f"wrote {args.out / 'serve_load.csv'} and {args.out / 'serve_load.png'}")
+
+
+def report(result: dict[str, Any]) -> None:
+    o = result.get("overhead")
+    if o:
+        print("\n## Overhead per 100x20 dispatch, one at a time (p50, ms)")
+        print("| path | p50 | overhead (- in-process) | 2-hop floor | ratio |")
+        print("|---|---|---|---|---|")
+        print(f"| in-process dispatch_round | {o['direct_p50_ms']:.1f} | | | |")
+        for fmt in ("json", "msgpack"):
+            print(
+                f"| HTTP {fmt} | {o[f'ours_{fmt}_p50_ms']:.1f} | "
+                f"{o[f'ours_{fmt}_overhead_ms']:.1f} | {o[f'floor2_{fmt}_p50_ms']:.1f} "
+                f"(0 hops {o[f'floor0_{fmt}_p50_ms']:.1f}) | "
+                f"{o[f'ours_{fmt}_overhead_ms'] / o[f'floor2_{fmt}_p50_ms']:.2f}x |"
+            )
+        print(f"| gRPC | {o['grpc_p50_ms']:.1f} | {o['grpc_overhead_ms']:.1f} | | |")
+    if result.get("batching"):
+        rows = result["batching"]
+        print("\n## ETR batching: most requests/s with p99 <= 100 ms (one-order requests)")
+        print("| device | batching on | batching off | ratio |")
+        print("|---|---|---|---|")
+        for label in ("cpu", "emulated T4"):
+            on = max_ok(rows, f"etr {label} batching on")
+            off = max_ok(rows, f"etr {label} batching off")
+            print(f"| {label} | {on:.0f} | {off:.0f} | {on / off if off else float('nan'):.2f}x |")
+    if result.get("overload"):
+        print("\n## Dispatch under overload (100x20 rounds)")
+        print(
+            "| admission | load | offered/s | goodput/s | vs peak | shed | other errors "
+            "| p50 | p99 | shed p50 ms |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        for r in result["overload"]:
+            print(
+                f"| {r['case'].removeprefix('dispatch ')} | {r['load']}x | {r['offered_rps']} | "
+                f"{r['goodput_rps']} | {r['goodput_vs_peak']:.2f} | {r['shed']} | "
+                f"{r['other_errors']} | {r['p50_ms']} | {r['p99_ms']} | {r['shed_p50_ms']} |"
+            )
+    if result.get("grpc"):
+        print("\n## HTTP vs gRPC")
+        print("| case | p50 ms (one at a time) | max req/s (closed loop) | concurrency |")
+        print("|---|---|---|---|")
+        for r in result["grpc"]:
+            print(f"| {r['case']} | {r['p50_ms']} | {r['max_rps']} | {r['concurrency']} |")
+    if result.get("cache"):
+        rows = result["cache"]
+        on = max_ok(rows, "etr 90% repeats cache on")
+        off = max_ok(rows, "etr 90% repeats cache off")
+        print("\n## /v1/etr, ~90% repeated orders: most requests/s with p99 <= 100 ms")
+        print(f"cache on {on:.0f}/s, off {off:.0f}/s: {on / off if off else float('nan'):.2f}x")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ per minute). Target: no process grows more than 5% after warm-up; zero failed re
 Writes DIR/soak.csv and DIR/soak.png (RSS over time). ``--heap`` traces the ingress's Python
 heap from the end of warm-up (``serve_app.ops.heap_probe``) and prints the allocation sites that
 grew most, with the traced heap over time (DIR/soak-heap.csv): a leak grows there steadily,
-allocator slack and native memory do not. Ray's processes get ``serve_app.ops.launch.PROCESS_ENV``
+allocator slack and native memory do not. Ray's processes get ``serve_app.ops.local.PROCESS_ENV``
 (two malloc arenas) as ``orml serve`` sets it; ``--glibc-arenas`` leaves glibc's default.
 """
 
@@ -25,12 +25,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import free_port, log, parser, write_csv
+from common import log, parser, write_csv
 
-from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import drill
-from serve_app.ops.launch import apply_process_env
+from serve_app.ops import drill, local
 
 GROWTH_TARGET = 0.05
 SAMPLE_EVERY_S = 5.0
@@ -100,29 +98,23 @@ def main() -> None:
     ap.add_argument(
         "--glibc-arenas",
         action="store_true",
-        help="leave MALLOC_ARENA_MAX unset (glibc's default) instead of serve_app.ops.launch's 2",
+        help="leave MALLOC_ARENA_MAX unset (glibc's default) instead of serve_app.ops.local's 2",
     )
     args = ap.parse_args()
     minutes = 2.0 if args.quick else args.minutes
     args.out.mkdir(parents=True, exist_ok=True)
 
-    if not args.glibc_arenas:
-        apply_process_env()
-    import ray
+    if args.glibc_arenas:
+        local.PROCESS_ENV.pop("MALLOC_ARENA_MAX", None)
     from ray import serve
 
-    ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-    port = free_port()
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
-    serve.run(build_app(app_args), name="orml", route_prefix="/")
+    url = local.start(num_cpus=4).http
+    local.run_app(DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime"))
     roles = serve_processes()
     names = {pid: f"{role} ({pid})" for pid, role in roles.items()}
     log(f"soak: {minutes:g} min at {args.rate:g} req/s; watching {len(roles)} processes")
 
-    load = drill.SteadyLoad(
-        f"http://127.0.0.1:{port}", args.rate, bodies=drill.request_bodies(256)
-    ).start()
+    load = drill.SteadyLoad(url, args.rate, bodies=drill.request_bodies(256)).start()
     warm_s = max(30.0, 0.2 * minutes * 60)
     ingress = serve.get_app_handle("orml")
     heap: list[dict] = []  # the ingress's traced heap over time (--heap)
@@ -146,8 +138,7 @@ def main() -> None:
         report = ingress.heap_growth.remote(limit=15).result(timeout_s=60)
         write_csv(args.out / "soak-heap.csv", heap)
         print_heap(report, heap)
-    serve.shutdown()
-    ray.shutdown()
+    local.stop()
 
     t = np.array(times)
     rows = []

@@ -9,13 +9,14 @@ import numpy as np
 from etr.repository import ModelArtifact
 from etr.runtime import EtrRuntime
 
-RuntimeName = Literal["auto", "tensorrt", "cupy", "onnxruntime", "numpy"]
+RuntimeName = Literal["auto", "tensorrt", "cupy", "onnxruntime", "numpy"] | str
 
 
 def load_runtime(
     artifact: ModelArtifact, runtime: RuntimeName = "auto", *, max_batch: int | None = None
 ) -> EtrRuntime:
-    """The best runtime available (``auto``) or the one named.
+    """The best runtime available (``auto``) or the one named; ``emulated:<profile>`` is ONNX
+    Runtime's answers at the times of a GPU type's profile (``etr.runtime_emulated``).
 
     Raises ValueError for an unknown name, RuntimeError when the named runtime cannot run here.
     """
@@ -51,6 +52,12 @@ def load_runtime(
         from etr.runtime_onnx import OnnxRuntimeEtr
 
         return OnnxRuntimeEtr(artifact, max_batch=max_batch)
+    if runtime.startswith("emulated:"):
+        from etr.runtime_emulated import load_emulated
+        from etr.runtime_onnx import OnnxRuntimeEtr
+
+        return load_emulated(OnnxRuntimeEtr(artifact, max_batch=max_batch), runtime[9:])
     raise ValueError(
-        f"unknown ETR runtime {runtime!r}: expected auto, tensorrt, cupy, onnxruntime or numpy"
+        f"unknown ETR runtime {runtime!r}: expected auto, tensorrt, cupy, onnxruntime, numpy "
+        "or emulated:<profile>"
     )

@@ -21,6 +21,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from actors.scheduling import TrafficClass
+from cache.keys import cache_key
 from domain import DispatchPlan, DispatchRound
 from etr.features import N_FEATURES
 from etr.runtime import check_features
@@ -179,9 +180,8 @@ class DispatchIngress(GrpcIngress):
     async def dispatch(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.ONLINE)
 
-        async def decode() -> DispatchCall:
-            req = await http_edge.parse(request, DispatchRequest)
-            return DispatchCall(req.to_domain(), req.utc_offset_s)
+        async def decode() -> DispatchRequest:
+            return await http_edge.parse(request, DispatchRequest)
 
         plan = await self.pipeline.dispatch(decode, ctx)
         return http_edge.encode(request, plan_to_dict(plan, await self.etr.model_version()))
@@ -194,10 +194,23 @@ class DispatchIngress(GrpcIngress):
             req = await http_edge.parse(request, EtrRequest)
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
-        got = await self.pipeline.etr_minutes(decode, ctx)
-        return http_edge.encode(
-            request, {"minutes": got.minutes.tolist(), "model_version": got.model_version}
-        )
+        async def answer() -> bytes:
+            got = await self.pipeline.etr_minutes(decode, ctx)
+            content = {"minutes": got.minutes.tolist(), "model_version": got.model_version}
+            return http_edge.encode(request, content).body
+
+        if self.cache is None or not self.args.cache.responses:
+            body = await answer()
+        else:
+            # The same body, asked for the same way, under the same model: the same answer.
+            key_parts = [
+                http_edge.body_media_type(request),
+                http_edge.answer_media_type(request),
+                await request.body(),
+            ]
+            key = cache_key("etr-http", f"v{await self.etr.model_version()}", key_parts)
+            body = await self.cache.cache.get_or_compute("etr-http", key, answer, self.cache.ttl_s)
+        return Response(body, media_type=http_edge.answer_media_type(request))
 
     @api.post(
         "/v1/routes/solve",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,11 @@ class CacheArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = Field(True, description="Cache ETR predictions per feature row.")
+    responses: bool = Field(
+        True,
+        description="Also cache whole /v1/etr answers by request body: a repeated body is "
+        "answered before it is parsed (the HTTP path, not the model, is most of its cost).",
+    )
     redis_url: str | None = Field(
         None, description="L2 Redis URL; None reads ORML_REDIS_URL; unset there too: L1 only."
     )
@@ -102,8 +107,13 @@ class DispatchAppArgs(BaseModel):
     backend: Literal["auto", "numpy", "cupy"] = Field(
         "auto", description="OR kernels: CuPy when a GPU works, else NumPy."
     )
-    etr_runtime: Literal["auto", "tensorrt", "cupy", "onnxruntime", "numpy"] = Field(
-        "auto", description="ETR runtime: TensorRT > CuPy > ONNX Runtime by availability."
+    etr_runtime: (
+        Literal["auto", "tensorrt", "cupy", "onnxruntime", "numpy"]
+        | Annotated[str, Field(pattern=r"^emulated:.+$")]
+    ) = Field(
+        "auto",
+        description="ETR runtime: TensorRT > CuPy > ONNX Runtime by availability; "
+        "emulated:<GPU type or profile.json> for experiments (etr.runtime_emulated).",
     )
     etr_model_version: str | None = Field(None, description="models/etr/<version>; None = latest.")
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")

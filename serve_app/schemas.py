@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 from domain import (
     MIN_SPEED_MPS,
@@ -106,7 +106,7 @@ class OrderIn(_Model):
 
 class StopIn(_Model):
     order_id: Id
-    kind: Literal["pickup", "dropoff"]
+    kind: StopKind = Field(strict=False, description='"pickup" or "dropoff".')
 
 
 class RiderIn(_Model):
@@ -127,7 +127,7 @@ class RiderIn(_Model):
             position=self.position.to_domain(),
             speed_mps=self.speed_mps,
             capacity=self.capacity,
-            route=Route(tuple(Stop(s.order_id, StopKind(s.kind)) for s in self.route)),
+            route=Route(tuple(Stop(s.order_id, s.kind) for s in self.route)),
             orders=tuple(o.to_domain() for o in self.orders),
             picked_up=frozenset(self.picked_up),
             available_at=self.available_at,
@@ -140,7 +140,7 @@ class RiderIn(_Model):
             position=Position(lat=r.position.lat, lng=r.position.lng),
             speed_mps=r.speed_mps,
             capacity=r.capacity,
-            route=[StopIn(order_id=s.order_id, kind=s.kind.value) for s in r.route.stops],
+            route=[StopIn(order_id=s.order_id, kind=s.kind) for s in r.route.stops],
             orders=[OrderIn.from_domain(o) for o in r.orders],
             picked_up=sorted(r.picked_up),
             available_at=r.available_at,
@@ -158,30 +158,49 @@ class WeightsIn(_Model):
 
 
 class DispatchRequest(_Model):
+    """A round as the API takes it; a ``serve_app.pipeline.DispatchSource``."""
+
     now: Seconds = Field(description="The round's time, Unix seconds.")
     riders: list[RiderIn]
     orders: list[OrderIn]
     weights: WeightsIn = Field(default_factory=WeightsIn)
     utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time for ETR.")
+    _orders: tuple[Order, ...] | None = PrivateAttr(None)
 
-    def to_domain(self) -> DispatchRound:
-        """Raises InvalidInput naming the rider or order that breaks a domain rule."""
+    def sizes(self) -> tuple[int, int, int]:
+        """(riders, new orders, stops on the longest committed route): ``DispatchSource``."""
+        longest = max((len(r.route) for r in self.riders), default=0)
+        return len(self.riders), len(self.orders), longest
+
+    def new_orders(self) -> tuple[Order, ...]:
+        """The new orders as domain types (built once); InvalidInput naming a bad one."""
+        if self._orders is None:
+            orders = []
+            for k, o in enumerate(self.orders):
+                try:
+                    orders.append(o.to_domain())
+                except ValueError as exc:
+                    raise InvalidInput.at(("body", "orders", k), str(exc)) from exc
+            self._orders = tuple(orders)
+        return self._orders
+
+    def to_round(self) -> DispatchRound:
+        """The whole round; InvalidInput naming the rider or order that breaks a domain rule."""
+        orders = self.new_orders()
         riders = []
         for k, r in enumerate(self.riders):
             try:
                 riders.append(r.to_domain())
             except ValueError as exc:
                 raise InvalidInput.at(("body", "riders", k), str(exc)) from exc
-        orders = []
-        for k, o in enumerate(self.orders):
-            try:
-                orders.append(o.to_domain())
-            except ValueError as exc:
-                raise InvalidInput.at(("body", "orders", k), str(exc)) from exc
         try:
-            return DispatchRound(self.now, tuple(riders), tuple(orders), self.weights.to_domain())
+            return DispatchRound(self.now, tuple(riders), orders, self.weights.to_domain())
         except ValueError as exc:
             raise InvalidInput.at(("body",), str(exc)) from exc
+
+    def to_domain(self) -> DispatchRound:
+        """The whole round (``to_round``)."""
+        return self.to_round()
 
     @classmethod
     def from_domain(cls, r: DispatchRound, utc_offset_s: float = 0.0) -> DispatchRequest:

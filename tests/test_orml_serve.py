@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_app.ops.local import free_port
+from serve_app.ops.local import free_port, free_ports
 
 ORML = str(Path(sys.executable).with_name("orml"))
 pytestmark = pytest.mark.serve
@@ -32,7 +32,8 @@ def haproxy_pids() -> set[int]:
 
 
 def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
-    ports = {k: free_port() for k in ("port", "grpc-port", "dashboard-port", "metrics-port")}
+    names = ("port", "grpc-port", "dashboard-port", "metrics-port")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     before = haproxy_pids()
     log = (tmp_path / "serve.log").open("w")
     args = [ORML, "serve", *(f"--{k}={v}" for k, v in ports.items())]

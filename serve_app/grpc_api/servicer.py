@@ -24,7 +24,6 @@ from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.http_edge import invalid_input
 from serve_app.pipeline import (
     CallContext,
-    DispatchCall,
     EtrCall,
     InvalidInput,
     TooLarge,
@@ -45,9 +44,8 @@ class GrpcIngress:
 
     async def Dispatch(self, request: pb.DispatchRequest, grpc_context: Any) -> pb.DispatchResponse:  # noqa: N802
         async def run(ctx: CallContext) -> pb.DispatchResponse:
-            async def decode() -> DispatchCall:
-                req = self._validate(request, DispatchRequest)
-                return DispatchCall(req.to_domain(), req.utc_offset_s)
+            async def decode() -> DispatchRequest:
+                return self._validate(request, DispatchRequest)
 
             plan = await self.pipeline.dispatch(decode, ctx)
             version = await self.etr.model_version()

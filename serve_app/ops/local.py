@@ -49,9 +49,20 @@ GRPC_SERVICERS = ["serve_app.grpc_api.orml_pb2_grpc.add_OrmlServicer_to_server"]
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct TCP ports free now: all held open until all are chosen, so the kernel
+    cannot hand the same one out twice (it may, to binds that close in between)."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def apply_process_env() -> None:
@@ -60,11 +71,11 @@ def apply_process_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def haproxy_env(workdir: Path) -> dict[str, str]:
-    """Free ports and private files for this start's HAProxy (see module doc)."""
+def haproxy_env(workdir: Path, stats_port: int, metrics_port: int) -> dict[str, str]:
+    """Ports and private files for this start's HAProxy (see module doc)."""
     return {
-        "RAY_SERVE_HAPROXY_STATS_PORT": str(free_port()),
-        "RAY_SERVE_HAPROXY_METRICS_PORT": str(free_port()),
+        "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
+        "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(workdir / "haproxy.cfg"),
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(workdir / "admin.sock"),
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(workdir),
@@ -121,15 +132,16 @@ def start(
     from ray.serve.config import gRPCOptions
 
     apply_process_env()
+    ports = iter(free_ports(5))  # distinct, whichever of them are used
+    http_port = http_port or next(ports)
+    grpc_port = grpc_port or next(ports)
+    metrics_port = metrics_port or next(ports)
     env: dict[str, str] = dict(extra_env or {})
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
-        env.update(haproxy_env(_haproxy_dir))
-    http_port = http_port or free_port()
-    grpc_port = grpc_port or free_port()
-    metrics_port = metrics_port or free_port()
+        env.update(haproxy_env(_haproxy_dir, next(ports), next(ports)))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
     with _environment(env):

@@ -9,6 +9,7 @@ from serve_app.pipeline.admission import Admission, Lane, Permit
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.dispatch import (
     DispatchCall,
+    DispatchSource,
     EtrAnswer,
     EtrCall,
     Pipeline,
@@ -31,6 +32,7 @@ __all__ = [
     "CallContext",
     "DeadlineExceeded",
     "DispatchCall",
+    "DispatchSource",
     "EtrAnswer",
     "EtrCall",
     "FieldError",

@@ -5,10 +5,10 @@ the same method here with a ``CallContext``. In order, for a dispatch round:
 
 1. admission: a permit from the ``dispatch`` lane, or shed at once (``Overloaded``), before
    any byte of the body is parsed;
-2. decode (the edge's parser, run only once admitted) and the size limits;
-3. etr: the new orders' features, then the cache, then one call to the ETR model for the
-   misses, started at once and left running while
-4. pack: the round becomes arrays;
+2. decode (the edge's parser, run only once admitted), the size limits, the new orders;
+3. etr: their features, then the cache, then one call to the ETR model for the misses,
+   started at once and left running while
+4. pack: the riders become domain types and the round becomes arrays;
 5. solve: ONE call to a solver replica prices every (rider, order) insertion, applies the ETR
    floor, assigns, inserts and improves (``planner.dispatch_round.solve_round``): the R x O
    candidate arrays never leave the solver's process (or its GPU);
@@ -25,7 +25,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -42,15 +42,46 @@ from serve_app.pipeline.errors import TooLarge
 from serve_app.pipeline.ports import EtrModel, Solver
 
 T = TypeVar("T")
+#: Event-loop turns given to the ETR call before the decode and pack work, which hold the loop:
+#: Serve's router sends the call from this loop, so the hop must leave first to overlap them.
+YIELDS_TO_SEND = 3
 Decode = Callable[[], Awaitable[T]]
 #: Called with the endpoint ("dispatch") and its stage timings (ms) after every request.
 TimingsObserver = Callable[[str, dict[str, float]], None]
 
 
+class DispatchSource(Protocol):
+    """A decoded dispatch request, built into domain types in the order the pipeline needs
+    them: the sizes first (limits), the new orders next (they start the ETR stage), the whole
+    round last (riders are most of the decoding work; it overlaps the ETR call)."""
+
+    utc_offset_s: float
+
+    def sizes(self) -> tuple[int, int, int]:
+        """(riders, new orders, stops on the longest committed route)."""
+        ...
+
+    def new_orders(self) -> tuple[Order, ...]: ...
+
+    def to_round(self) -> DispatchRound: ...
+
+
 @dataclass(frozen=True)
 class DispatchCall:
+    """A ``DispatchSource`` over a round already in domain types (the Python API, tests)."""
+
     round_: DispatchRound
     utc_offset_s: float = 0.0
+
+    def sizes(self) -> tuple[int, int, int]:
+        longest = max((len(r.route) for r in self.round_.riders), default=0)
+        return len(self.round_.riders), len(self.round_.orders), longest
+
+    def new_orders(self) -> tuple[Order, ...]:
+        return self.round_.orders
+
+    def to_round(self) -> DispatchRound:
+        return self.round_
 
 
 @dataclass(frozen=True)
@@ -75,13 +106,14 @@ class EtrAnswer:
     model_version: str
 
 
-def check_round_limits(round_: DispatchRound, limits: Limits) -> None:
-    """Raise TooLarge (413) for a round over the configured sizes."""
-    if len(round_.riders) > limits.max_riders:
-        raise TooLarge("riders", len(round_.riders), limits.max_riders)
-    if len(round_.orders) > limits.max_orders:
-        raise TooLarge("orders", len(round_.orders), limits.max_orders)
-    longest = max((len(r.route) for r in round_.riders), default=0)
+def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
+    """Raise TooLarge (413) for a round over the configured sizes; ``sizes`` as
+    ``DispatchSource.sizes``."""
+    riders, orders, longest = sizes
+    if riders > limits.max_riders:
+        raise TooLarge("riders", riders, limits.max_riders)
+    if orders > limits.max_orders:
+        raise TooLarge("orders", orders, limits.max_orders)
     if longest > limits.max_route_stops:
         raise TooLarge("route stops", longest, limits.max_route_stops)
 
@@ -113,28 +145,33 @@ class Pipeline:
         self.on_timings = on_timings
 
     # ---- dispatch ---------------------------------------------------------------------------
-    async def dispatch(self, decode: Decode[DispatchCall], ctx: CallContext) -> DispatchPlan:
+    async def dispatch(self, decode: Decode[DispatchSource], ctx: CallContext) -> DispatchPlan:
         """Plan one round; raises the errors of ``serve_app.pipeline.errors``."""
         permit = await self.admission.acquire("dispatch", ctx)
         async with permit:
             t0 = time.perf_counter()
             call = await decode()
-            round_ = call.round_
-            check_round_limits(round_, self.limits)
-            t1 = time.perf_counter()
+            check_round_limits(call.sizes(), self.limits)
+            orders = call.new_orders()
+            etr_started = time.perf_counter()
             etr_done: list[float] = []
             etr = None
-            if round_.orders:
-                etr = asyncio.ensure_future(
-                    self._etr_minutes(round_.orders, call.utc_offset_s, ctx)
-                )
+            if orders:
+                etr = asyncio.ensure_future(self._etr_minutes(orders, call.utc_offset_s, ctx))
                 etr.add_done_callback(lambda _: etr_done.append(time.perf_counter()))
-                await asyncio.sleep(0)  # let the ETR stage reach its hop before packing
-            packed, arrays = round_arrays(round_)
-            t2 = time.perf_counter()
-            floor = None
-            if etr is not None:
-                floor = etr_floor_seconds(round_, await etr)
+                for _ in range(YIELDS_TO_SEND):  # let the hop leave before the CPU work below
+                    await asyncio.sleep(0)
+            try:
+                round_ = call.to_round()
+                t1 = time.perf_counter()
+                packed, arrays = round_arrays(round_)
+                t2 = time.perf_counter()
+                floor = None
+                if etr is not None:
+                    floor = etr_floor_seconds(round_, await etr)
+            finally:
+                if etr is not None and not etr.done():
+                    etr.cancel()
             t3 = time.perf_counter()
             assigned = await self.solver.solve_round(
                 arrays, round_.weights, floor, self.improve_routes, ctx
@@ -146,7 +183,7 @@ class Pipeline:
             "admission_ms": permit.waited_s * 1e3,
             "decode_ms": (t1 - t0) * 1e3,
             "pack_ms": (t2 - t1) * 1e3,
-            "etr_ms": ((etr_done[0] if etr_done else t1) - t1) * 1e3,
+            "etr_ms": ((etr_done[0] if etr_done else etr_started) - etr_started) * 1e3,
             "solve_ms": (t4 - t3) * 1e3,
             **assigned.timings_ms,
             "unpack_ms": (t5 - t4) * 1e3,

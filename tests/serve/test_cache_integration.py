@@ -18,13 +18,21 @@ def etr_body(seed: int, n: int = 8) -> dict:
 
 
 def test_repeated_etr_requests_hit_l1(serve_url):
+    """The same body again: the whole answer from L1. The same orders in another body: every
+    row from L1."""
     body = etr_body(71)
+    reordered = {"orders": body["orders"][::-1]}
     with httpx.Client(base_url=serve_url, timeout=30) as c:
+        before = c.get("/readyz").json()["cache"]["hits"]
         first = c.post("/v1/etr", json=body).json()["minutes"]
         second = c.post("/v1/etr", json=body).json()["minutes"]
+        third = c.post("/v1/etr", json=reordered).json()["minutes"]
         cache = c.get("/readyz").json()["cache"]
-    assert first == second
-    assert cache["levels"] == "l1" and cache["hits"].get("l1:etr", 0) >= 8
+    assert first == second == third[::-1]
+    hits = cache["hits"]
+    assert cache["levels"] == "l1"
+    assert hits.get("l1:etr-http", 0) - before.get("l1:etr-http", 0) == 1
+    assert hits.get("l1:etr", 0) - before.get("l1:etr", 0) >= 8
 
 
 def test_a_redis_backed_app_writes_l2_and_answers_the_same(serve_url, redis_url):

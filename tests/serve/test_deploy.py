@@ -16,8 +16,7 @@ import pytest
 import yaml
 
 from serve_app.config import DispatchAppArgs, ResilienceArgs
-
-from .conftest import free_port
+from serve_app.ops.local import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,10 +73,8 @@ def test_bad_app_args_name_the_field():
 @pytest.mark.slow
 def test_operator_commands_deploy_and_serve(tmp_path):
     """ray start --head (non-default port) + serve deploy deploy.yaml + a real request."""
-    ports = {
-        k: free_port()
-        for k in ("gcs", "dash", "http", "agent", "agent_grpc", "client", "runtime_env", "metrics")
-    }
+    names = ("gcs", "dash", "http", "agent", "agent_grpc", "client", "runtime_env", "metrics")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
     config = yaml.safe_load((ROOT / "deploy.yaml").read_text())
     config["http_options"]["port"] = ports["http"]
     config["http_options"]["host"] = "127.0.0.1"
