@@ -5,8 +5,9 @@ still waits. Rows queue in a ``BatchQueue`` (``actors.scheduling``); one batch r
 device at a time, filled online rows first, offline rows in the room left, up to
 ``max_batch_size`` rows. A request larger than that is split over consecutive batches (a legal
 request is never refused for its size). The batcher adapts: an idle device runs whatever is
-queued at once (``batch_wait_timeout_s`` 0), and batches grow by themselves while the device
-is busy, so batching costs nothing at low load and pays at high load. A request whose caller
+queued at once (``batch_wait_timeout_s`` 0; a lone request skips the queue entirely), and
+batches grow by themselves while the device is busy, so batching costs next to nothing at low
+load and pays at high load. A request whose caller
 gave up (deadline passed) before any of its rows ran is dropped.
 
 Knobs live in ``user_config`` and change at runtime through ``reconfigure`` (no restart).
@@ -97,7 +98,9 @@ class _Pending:
     started: bool = False
 
 
-@serve.deployment(name="Etr", ray_actor_options={"num_cpus": 0.5})
+# max_ongoing_requests high: requests must reach the batcher (which queues them by class and
+# deadline); capped at 5, the rest wait in the caller's router, which backs off when full.
+@serve.deployment(name="Etr", ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=512)
 class EtrDeployment:
     """model_version : a version under models/etr (None = latest); runtime : see etr.select;
     guard : the replica's ``actors.device.GuardSettings`` as a dict."""
@@ -121,6 +124,7 @@ class EtrDeployment:
         self._pending: dict[int, _Pending] = {}
         self._has_work: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
+        self._device: asyncio.Lock | None = None  # one model call at a time (created on the loop)
 
     def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``; raises pydantic.ValidationError naming a bad field."""
@@ -165,9 +169,21 @@ class EtrDeployment:
         # Checked here, per request, so one caller's bad rows never fail a whole batch.
         features = check_features(np.asarray(features, np.float32), self.runtime.n_features)
         if not self.config.batching:
-            t0 = time.perf_counter()
-            out = await asyncio.to_thread(self._run_model, features)
-            self.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
+            return await self._run_alone(features)
+        if self._device is None:
+            self._device = asyncio.Lock()
+        if (
+            not self._device.locked()
+            and not len(self._queue)
+            and len(features) <= self.config.max_batch_size
+            and self.config.batch_wait_timeout_s == 0
+        ):
+            # An idle device and nothing waiting: run now, no hand-off to the batch loop.
+            # Requests arriving meanwhile queue and go together as the next batch.
+            async with self._device:
+                out = await self._run_alone(features)
+            if len(self._queue):
+                self._wake()
             return out
         now = time.monotonic()
         key = self._queue.put(len(features), TrafficClass(traffic_class), now, now + timeout_s)
@@ -186,6 +202,12 @@ class EtrDeployment:
             self._pending.pop(key, None)
             raise
 
+    async def _run_alone(self, features: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        out = await asyncio.to_thread(self._run_model, features)
+        self.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
+        return out
+
     def _wake(self) -> None:
         if self._has_work is None:
             self._has_work = asyncio.Event()
@@ -203,9 +225,15 @@ class EtrDeployment:
                 await asyncio.sleep(wait)
             while len(self._queue):
                 try:
-                    await self._run_one_batch()
+                    async with self._device_lock():
+                        await self._run_one_batch()
                 except Exception:  # never leave callers hanging on a bug in here
                     log.exception("ETR batcher failed a batch")
+
+    def _device_lock(self) -> asyncio.Lock:
+        if self._device is None:
+            self._device = asyncio.Lock()
+        return self._device
 
     async def _run_one_batch(self) -> None:
         batch = self._queue.next_batch(self.config.max_batch_size, time.monotonic())

@@ -14,9 +14,10 @@ import asyncio
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
@@ -59,7 +60,9 @@ from serve_app.schemas import (
     plan_to_dict,
 )
 
-api = FastAPI(
+# FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not a
+# CDN, so the docs work on a machine without internet.
+api = FastAPIOffline(
     title="orml-serve",
     version="0.1.0",
     description="Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve.",

@@ -23,7 +23,7 @@ from domain import (
     Stop,
     StopKind,
 )
-from planner.pdptw.instance import InstanceError, build_instance
+from planner.pdptw.instance import Instance, InstanceError, build_instance
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput
 
@@ -318,6 +318,36 @@ class SolveRequest(_Model):
     tasks: list[TaskIn] = Field(min_length=3)
     time_limit_s: float = Field(5.0, gt=0, le=120, description="Solver time, seconds.")
     seed: int = Field(0, ge=0)
+
+    @classmethod
+    def from_instance(
+        cls, instance: Instance, time_limit_s: float = 5.0, seed: int = 0
+    ) -> SolveRequest:
+        """The request for a parsed Li & Lim instance (``planner.pdptw.load_instance``)."""
+        delivery_of = {int(p): int(d) for p, d in instance.pairs}
+        pickup_of = {d: p for p, d in delivery_of.items()}
+        tasks = [
+            TaskIn(
+                id=k,
+                x=float(instance.xy[k, 0]),
+                y=float(instance.xy[k, 1]),
+                demand=int(instance.demand[k]),
+                earliest=float(instance.earliest[k]),
+                latest=float(instance.latest[k]),
+                service=float(instance.service[k]),
+                pickup_index=pickup_of.get(k, 0),
+                delivery_index=delivery_of.get(k, 0),
+            )
+            for k in range(len(instance.demand))
+        ]
+        return cls(
+            name=instance.name,
+            vehicles=instance.vehicles,
+            capacity=instance.capacity,
+            tasks=tasks,
+            time_limit_s=time_limit_s,
+            seed=seed,
+        )
 
     def to_call(self) -> SolveCall:
         """The pipeline's call: the instance validated (InvalidInput naming the task)."""

@@ -32,3 +32,40 @@ def test_example_dispatch_prints_a_valid_request(capsys):
     req = DispatchRequest.model_validate_json(capsys.readouterr().out)
     assert len(req.riders) == 5 and len(req.orders) == 3
     assert req.to_domain().orders[0].id == "order-0"
+
+
+def test_example_etr_prints_a_valid_request(capsys):
+    from serve_app.schemas import EtrRequest
+
+    assert main(["example", "etr", "--orders", "3"]) == 0
+    assert len(EtrRequest.model_validate_json(capsys.readouterr().out).orders) == 3
+
+
+def test_example_solve_turns_a_li_lim_file_into_the_same_instance(capsys):
+    from pathlib import Path
+
+    import numpy as np
+
+    from planner.pdptw.instance import load_instance
+    from serve_app.schemas import SolveRequest
+
+    path = Path(__file__).resolve().parents[1] / "data/pdptw/instances/lr101.txt"
+    assert main(["example", "solve", "--from", str(path), "--time-limit", "2"]) == 0
+    req = SolveRequest.model_validate_json(capsys.readouterr().out)
+    got, want = req.to_call().instance, load_instance(path)
+    assert req.time_limit_s == 2 and (got.vehicles, got.capacity) == (want.vehicles, want.capacity)
+    for field in ("xy", "demand", "earliest", "latest", "service", "pairs"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(want, field))
+
+
+def test_example_solve_names_a_bad_file(capsys, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_text("25 200 1\n0 40 50 0 0 1236\n")
+    assert main(["example", "solve", "--from", str(bad)]) == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+
+
+def test_round_reports_warm_up_apart_from_the_round(capsys):
+    assert main(["round", "--riders", "20", "--orders", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "warm-up (ms)" in out and "total_ms" in out

@@ -31,6 +31,27 @@ def haproxy_pids() -> set[int]:
     return {int(p) for p in out.split()}
 
 
+def haproxy_listeners(exclude: set[int]) -> set[tuple[str, int]]:
+    """(address, port) of every TCP socket listening in a haproxy process not in ``exclude``,
+    read from /proc (no ss needed)."""
+    inodes = set()
+    for pid in haproxy_pids() - exclude:
+        fd_dir = Path(f"/proc/{pid}/fd")
+        for fd in fd_dir.iterdir() if fd_dir.exists() else ():
+            target = os.readlink(fd) if fd.is_symlink() else ""
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                host, port = fields[1].split(":")
+                wildcard = set(host) == {"0"}
+                found.add(("*" if wildcard else host, int(port, 16)))
+    return found
+
+
 def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
     names = ("port", "grpc-port", "dashboard-port", "metrics-port")
     ports = dict(zip(names, free_ports(len(names)), strict=True))
@@ -47,6 +68,9 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
         out = (tmp_path / "serve.log").read_text()
         assert "/v1/routes/solve" in out and "gRPC" in out
         assert httpx.get(f"http://127.0.0.1:{ports['port']}/readyz", timeout=30).status_code == 200
+        # HAProxy's stats page and metrics exporter: loopback only; the API on every interface.
+        public = {port for host, port in haproxy_listeners(before) if host == "*"}
+        assert public and public <= {ports["port"], ports["grpc-port"]}, public
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0
     finally:

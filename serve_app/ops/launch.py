@@ -85,6 +85,11 @@ def start(
         dashboard_port=dashboard_port,
         metrics_port=metrics_port,
     )
+    # Recorded where `ray start` records its cluster, so ray.init(address="auto") and the
+    # `ray`/`serve` CLIs find this one even when other local Ray instances run.
+    from ray._private.utils import write_ray_address
+
+    write_ray_address(ray.get_runtime_context().gcs_address)
     resources = ray.cluster_resources()
     fitted, notes = fit_to_machine(raw, resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     config = ServeDeploySchema.model_validate(fitted)

@@ -71,9 +71,36 @@ def apply_process_env() -> None:
         os.environ.setdefault(key, value)
 
 
-def haproxy_env(workdir: Path, stats_port: int, metrics_port: int) -> dict[str, str]:
-    """Ports and private files for this start's HAProxy (see module doc)."""
-    return {
+#: Rewrites Serve's generated HAProxy config so that its stats page and metrics exporter listen on
+#: loopback only (Ray's template binds them to every interface, ports alone configurable), then
+#: runs the real binary with the same arguments (``haproxy -db -f CFG [-sf PIDS] [-x SOCK]``).
+_HAPROXY_WRAPPER = """#!/bin/sh
+cfg=""; prev=""
+for a in "$@"; do [ "$prev" = "-f" ] && cfg="$a"; prev="$a"; done
+if [ -n "$cfg" ] && [ -f "$cfg" ]; then
+  awk '/^(global|defaults|frontend|backend|listen)/ {{ section = $0 }}
+       (section ~ /^listen stats/ || section ~ /^frontend prometheus/) && $1 == "bind" {{
+         sub(/bind[ \t]+[*]?:/, "bind 127.0.0.1:") }}
+       {{ print }}' "$cfg" > "$cfg.loopback" && mv "$cfg.loopback" "$cfg"
+fi
+exec {real} "$@"
+"""
+
+
+def haproxy_env(
+    workdir: Path, stats_port: int, metrics_port: int, loopback_stats: bool = True
+) -> dict[str, str]:
+    """Ports and private files for this start's HAProxy (see module doc); with
+    ``loopback_stats`` its stats page and metrics listen on 127.0.0.1 only."""
+    env = {}
+    if loopback_stats:
+        from ray.serve._private.haproxy import get_haproxy_binary
+
+        wrapper = workdir / "haproxy"
+        wrapper.write_text(_HAPROXY_WRAPPER.format(real=get_haproxy_binary()))
+        wrapper.chmod(0o755)
+        env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(wrapper)
+    return env | {
         "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(workdir / "haproxy.cfg"),
@@ -118,13 +145,16 @@ def start(
     dashboard_port: int | None = None,
     metrics_port: int | None = None,
     grpc_servicers: list[str] | None = None,
+    loopback_stats: bool = True,
     namespace: str = "serve",
     extra_env: Mapping[str, str] | None = None,
 ) -> LocalServe:
     """Start a local Ray and Serve (HTTP + gRPC ingress); ports default to free ones.
 
     dashboard_port : None starts no dashboard. grpc_servicers : what the gRPC ingress serves
-    (default ``GRPC_SERVICERS``). extra_env : more environment for Ray's processes.
+    (default ``GRPC_SERVICERS``). loopback_stats : HAProxy's stats page and metrics exporter
+    on 127.0.0.1 only (False: every interface, Ray's default). extra_env : more environment
+    for Ray's processes.
     """
     global _haproxy_dir
     import ray
@@ -141,7 +171,7 @@ def start(
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
-        env.update(haproxy_env(_haproxy_dir, next(ports), next(ports)))
+        env.update(haproxy_env(_haproxy_dir, next(ports), next(ports), loopback_stats))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
     with _environment(env):

@@ -67,10 +67,59 @@ def post(url: str, **kw) -> httpx.Response:
     return httpx.post(url, timeout=60, **kw)
 
 
-def test_deep_nesting_is_a_4xx(serve_url):
-    deep = "[" * 100_000 + "]" * 100_000
-    r = post(f"{serve_url}/v1/dispatch", content=deep, headers={"content-type": "application/json"})
-    assert 400 <= r.status_code < 500, r.text[:200]
+@pytest.mark.parametrize(
+    "body",
+    [b"not json at all", b"\xff\xfe\xfa invalid utf-8", b"[" * 100_000 + b"]" * 100_000, b""],
+    ids=["not-json", "invalid-utf8", "deep-nesting", "empty"],
+)
+def test_bodies_that_are_not_json_are_422_under_body(serve_url, body):
+    r = post(f"{serve_url}/v1/dispatch", content=body, headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text[:200]
+    assert r.json()["detail"][0]["loc"][0] == "body"
+
+
+def test_a_chunked_body_over_the_limit_without_length_is_413(serve_url):
+    def chunks():
+        for _ in range(20):
+            yield b" " * (1 << 20)  # 20 MiB in all, no Content-Length
+
+    r = post(
+        f"{serve_url}/v1/dispatch", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413, r.text[:200]
+    assert str(LIMITS.max_body_bytes) in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (["riders", 0, "capacity"], True, "capacity"),
+        (["riders", 0, "speed_mps"], "5", "speed_mps"),
+        (["now"], 1e300, "now"),
+        (["orders", 0, "created_at"], 1e11, "created_at"),
+        (["weights", "max_orders_per_rider"], 1.5, "max_orders_per_rider"),
+    ],
+)
+def test_loose_types_and_absurd_times_are_422_naming_the_field(serve_url, path, value, field):
+    body = valid_body()
+    node = body
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    r = post(f"{serve_url}/v1/dispatch", json=body)
+    assert r.status_code == 422, r.text[:300]
+    assert field in json.dumps(r.json()["detail"])
+
+
+def test_the_docs_page_loads_only_files_the_app_serves(serve_url):
+    """No CDN: Swagger UI's script and style come from the app itself."""
+    page = httpx.get(f"{serve_url}/docs", timeout=30)
+    assert page.status_code == 200
+    urls = re.findall(r"""(?:src|href)=['"]([^'"]+)['"]""", page.text)
+    assets = [u for u in urls if u.endswith((".js", ".css"))]
+    assert assets and all(u.startswith("/") for u in assets), urls
+    for url in assets:
+        assert httpx.get(f"{serve_url}{url}", timeout=30).status_code == 200, url
 
 
 def test_huge_arrays_are_rejected_by_size_before_parsing(serve_url):

@@ -1,0 +1,111 @@
+"""The front door: every shell and Python block of README.md runs verbatim.
+
+Blocks are taken in order. A block may be preceded by ``<!-- readme-test: KIND -->``:
+``ci`` (install and test commands: ``.ci/run`` must run exactly these lines), ``server``
+(``orml serve``: started once here, in the repository, for the blocks after it), or
+``skip: REASON`` (run elsewhere, the reason says where). Every other block runs, shell blocks
+with ``bash -euo pipefail`` and Python blocks with this interpreter, in a scratch directory that
+links the repository's inputs (``LINKED``), with ``orml serve`` answering on the README's ports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+FENCE = re.compile(
+    r"(?:<!-- readme-test: (?P<kind>[^>]*?) -->\n)?```(?P<lang>bash|python)\n(?P<code>.*?)```",
+    re.S,
+)
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int
+    lang: str
+    kind: str  # "run", "ci", "server", "skip: ..."
+    code: str
+
+    def __str__(self) -> str:
+        return f"README.md:{self.line}"
+
+
+def readme_blocks() -> list[Block]:
+    text = (ROOT / "README.md").read_text()
+    return [
+        Block(text.count("\n", 0, m.start()) + 1, m["lang"], m["kind"] or "run", m["code"])
+        for m in FENCE.finditer(text)
+    ]
+
+
+BLOCKS = readme_blocks()
+#: What the README's commands read relative to the working directory, linked in from the repo.
+LINKED = ("data", "examples", "profiles", "deploy.yaml", "models")
+RUN = [b for b in BLOCKS if b.kind == "run"]
+
+
+def test_every_block_is_run_or_says_where_it_is_run():
+    kinds = {b.kind.split(":")[0] for b in BLOCKS}
+    assert kinds <= {"run", "ci", "server", "skip"}, kinds
+    assert all(len(b.kind) > len("skip: ") for b in BLOCKS if b.kind.startswith("skip"))
+    assert [b.code.strip() for b in BLOCKS if b.kind == "server"] == ["orml serve"]
+    assert len(RUN) >= 10
+
+
+def test_the_install_and_test_commands_are_what_ci_runs():
+    ci = (ROOT / ".ci/run").read_text().splitlines()
+    for block in (b for b in BLOCKS if b.kind == "ci"):
+        for line in block.code.strip().splitlines():
+            assert line.strip() in ci, f"{block}: {line!r} is not a line of .ci/run"
+
+
+@pytest.fixture(scope="module")
+def orml_serve(tmp_path_factory: pytest.TempPathFactory):
+    log = tmp_path_factory.mktemp("serve") / "serve.log"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            ["bash", "-c", "exec orml serve"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while "SIGTERM stops" not in log.read_text():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "orml serve did not come up"
+            time.sleep(1)
+        yield env
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.serve
+@pytest.mark.parametrize("block", RUN, ids=str)
+def test_readme_block_runs_verbatim(block: Block, orml_serve, tmp_path):
+    for name in LINKED:
+        (tmp_path / name).symlink_to(ROOT / name)
+    cmd = ["bash", "-euo", "pipefail", "-c", block.code]
+    if block.lang == "python":
+        cmd = [sys.executable, "-c", block.code]
+    got = subprocess.run(
+        cmd, cwd=tmp_path, env=orml_serve, capture_output=True, text=True, timeout=300
+    )
+    assert got.returncode == 0, f"{block} failed:\n{got.stdout[-2000:]}\n{got.stderr[-4000:]}"
