@@ -295,6 +295,13 @@ class GuardSettings(BaseModel):
         False,
         description="Drills only: enable POST /admin/faults and the replicas' inject_fault.",
     )
+    stuck_after_s: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="Busy the whole time with no device call finishing for this long: the "
+        "replica raises the orml_replica_stuck alarm and fails its health check.",
+    )
 
 
 def replica_guard(device: str, probe: Callable[[], Any], settings: GuardSettings) -> DeviceGuard:

@@ -28,9 +28,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
 from actors.device import GuardSettings, replica_guard
-from actors.errors import DeadlinePassed
+from actors.errors import DeadlinePassed, DeviceUnhealthy
 from actors.faults import replica_id
 from actors.metrics import ModelMetrics
+from actors.replica_load import ReplicaLoad
+from actors.router import BUSY_ROUTER
 from actors.scheduling import BatchQueue, TrafficClass
 from etr import load_artifact, load_runtime
 from etr.runtime import check_features
@@ -94,22 +96,30 @@ class _Pending:
     out: np.ndarray
     future: asyncio.Future[np.ndarray]
     enqueued: float
+    traffic_class: TrafficClass = TrafficClass.ONLINE
     done_rows: int = 0
     started: bool = False
 
 
 # max_ongoing_requests high: requests must reach the batcher (which queues them by class and
 # deadline); capped at 5, the rest wait in the caller's router, which backs off when full.
-@serve.deployment(name="Etr", ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=512)
+@serve.deployment(
+    name="Etr",
+    ray_actor_options={"num_cpus": 0.5},
+    max_ongoing_requests=512,
+    request_router_config=BUSY_ROUTER,
+)
 class EtrDeployment:
     """model_version : a version under models/etr (None = latest); runtime : see etr.select;
-    guard : the replica's ``actors.device.GuardSettings`` as a dict."""
+    guard : the replica's ``actors.device.GuardSettings`` as a dict; speed : its throughput
+    relative to the reference device (the router's weight)."""
 
     def __init__(
         self,
         model_version: str | None = None,
         runtime: str = "auto",
         guard: dict[str, Any] | None = None,
+        speed: float = 1.0,
     ) -> None:
         self.settings = GuardSettings(**(guard or {}))
         self.artifact = load_artifact("etr", model_version)
@@ -120,6 +130,7 @@ class EtrDeployment:
         self.guard = replica_guard(
             self.runtime.device, lambda: self.runtime.predict(sample), self.settings
         )
+        self.load = ReplicaLoad(speed=speed, stuck_after_s=self.settings.stuck_after_s)
         self._queue = BatchQueue(self.config.offline_aging_s)
         self._pending: dict[int, _Pending] = {}
         self._has_work: asyncio.Event | None = None
@@ -168,8 +179,9 @@ class EtrDeployment:
         self.guard.ensure()
         # Checked here, per request, so one caller's bad rows never fail a whole batch.
         features = check_features(np.asarray(features, np.float32), self.runtime.n_features)
+        cls = TrafficClass(traffic_class)
         if not self.config.batching:
-            return await self._run_alone(features)
+            return await self._run_alone(features, cls)
         if self._device is None:
             self._device = asyncio.Lock()
         if (
@@ -181,17 +193,18 @@ class EtrDeployment:
             # An idle device and nothing waiting: run now, no hand-off to the batch loop.
             # Requests arriving meanwhile queue and go together as the next batch.
             async with self._device:
-                out = await self._run_alone(features)
+                out = await self._run_alone(features, cls)
             if len(self._queue):
                 self._wake()
             return out
         now = time.monotonic()
-        key = self._queue.put(len(features), TrafficClass(traffic_class), now, now + timeout_s)
+        key = self._queue.put(len(features), cls, now, now + timeout_s)
         pending = _Pending(
             features,
             np.empty(len(features), np.float32),
             asyncio.get_running_loop().create_future(),
             now,
+            cls,
         )
         self._pending[key] = pending
         self._wake()
@@ -202,9 +215,9 @@ class EtrDeployment:
             self._pending.pop(key, None)
             raise
 
-    async def _run_alone(self, features: np.ndarray) -> np.ndarray:
+    async def _run_alone(self, features: np.ndarray, cls: TrafficClass) -> np.ndarray:
         t0 = time.perf_counter()
-        out = await asyncio.to_thread(self._run_model, features)
+        out = await asyncio.to_thread(self._run_model, features, cls)
         self.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
         return out
 
@@ -249,7 +262,11 @@ class EtrDeployment:
         try:
             # In a worker thread: the event loop keeps queueing the next batch meanwhile, and
             # a wedged device blocks that thread, not the health check.
-            out = await asyncio.to_thread(self._run_model, rows)
+            online = any(
+                self._pending[s.key].traffic_class is TrafficClass.ONLINE for s in batch.slices
+            )
+            cls = TrafficClass.ONLINE if online else TrafficClass.OFFLINE
+            out = await asyncio.to_thread(self._run_model, rows, cls)
         except Exception as exc:
             for s in batch.slices:
                 self._queue.remove(s.key)
@@ -274,9 +291,17 @@ class EtrDeployment:
                 if not pending.future.done():
                     pending.future.set_result(pending.out)
 
-    def _run_model(self, rows: np.ndarray) -> np.ndarray:
-        with self.guard.watch(self.settings.watchdog_s):
+    def _run_model(self, rows: np.ndarray, cls: TrafficClass = TrafficClass.ONLINE) -> np.ndarray:
+        with self.load.working(cls), self.guard.watch(self.settings.watchdog_s):
             return self.runtime.to_numpy(self.runtime.predict(rows))
 
+    def record_routing_stats(self) -> dict[str, float]:
+        return self.load.routing_stats()
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        return self.load.autoscaling_stats()
+
     async def check_health(self) -> None:
+        if self.load.stuck():
+            raise DeviceUnhealthy(self.guard.device, "busy with no call finishing (stuck)")
         await self.guard.check_and_hold(self.settings.health_hold_s)

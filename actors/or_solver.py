@@ -4,18 +4,29 @@ Stateless: every call brings the round's arrays, so any replica can serve any ro
 replica that dies loses nothing but the call in flight (which the caller may retry: the same
 arrays give the same answer). The R x O insertion candidates are made, used and dropped inside
 ``solve_round``: they never cross a process boundary (on a GPU, never leave the device).
+
+Online rounds and offline static solves share the replicas: a static solve steps aside between
+its LNS iterations while an online round computes (``PriorityGate``) and goes on after. The
+replica measures its Busy per traffic class and publishes it to the router and the autoscaler
+(``actors.replica_load``).
 """
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ray import serve
 
 from actors.device import GuardSettings, replica_guard
+from actors.emulation import EmulatedDevice, Emulation
+from actors.errors import DeviceUnhealthy
 from actors.faults import replica_id
+from actors.replica_load import ReplicaLoad
+from actors.router import BUSY_ROUTER
+from actors.scheduling import PriorityGate, TrafficClass
 from domain import DispatchWeights
 from kernels import compiled
 from kernels.backend import module_for, resolve_backend
@@ -24,14 +35,35 @@ from planner.dispatch_round import Assigned, RoundArrays, price_candidates, solv
 from planner.dispatch_round import round_arrays as pack_arrays
 
 
-@serve.deployment(name="OrSolver", ray_actor_options={"num_cpus": 0.5})
+@serve.deployment(
+    name="OrSolver",
+    ray_actor_options={"num_cpus": 0.5},
+    request_router_config=BUSY_ROUTER,
+)
 class OrSolverDeployment:
     """backend : "auto" | "numpy" | "cupy" (see ``kernels.backend``); guard : the replica's
     ``actors.device.GuardSettings`` as a dict (watchdog, probe timeout, health hold, exit on
-    fault, fault injection)."""
+    fault, fault injection, stuck alarm); speed : this replica's throughput relative to the
+    reference device (the router's weight); emulate : ``actors.emulation.Emulation`` fields to
+    sleep a device's call time (experiments only)."""
 
-    def __init__(self, backend: str = "auto", guard: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        backend: str = "auto",
+        guard: dict[str, Any] | None = None,
+        speed: float = 1.0,
+        emulate: dict[str, Any] | None = None,
+    ) -> None:
         self.settings = GuardSettings(**(guard or {}))
+        self.emulated = (
+            None if emulate is None else EmulatedDevice(Emulation(**emulate).for_this_node())
+        )
+        self.load = ReplicaLoad(
+            speed=speed if self.emulated is None else self.emulated.emulation.speed,
+            stuck_after_s=self.settings.stuck_after_s,
+        )
+        self.gate = PriorityGate()
+        self.replica = replica_id()
         self.backend = resolve_backend(backend)
         self.xp = module_for(self.backend)
         _, probe = pack_arrays(generate_round(8, 4, seed=123))
@@ -71,11 +103,16 @@ class OrSolverDeployment:
         weights: DispatchWeights,
         etr_floor: np.ndarray | None = None,
         improve_routes: bool = True,
+        traffic_class: str = TrafficClass.ONLINE,
     ) -> Assigned:
-        """The solve stage of a round (``planner.dispatch_round.solve_round``), host arrays out."""
-        return await asyncio.to_thread(
-            self._solve_round, arrays, weights, etr_floor, improve_routes
-        )
+        """The solve stage of a round (``planner.dispatch_round.solve_round``), host arrays out.
+        An online round makes a static solve on this replica step aside while it computes."""
+        cls = TrafficClass(traffic_class)
+        args = (arrays, weights, etr_floor, improve_routes, cls)
+        if cls is TrafficClass.ONLINE:
+            with self.gate.online():
+                return await asyncio.to_thread(self._solve_round, *args)
+        return await asyncio.to_thread(self._solve_round, *args)
 
     def _solve_round(
         self,
@@ -83,22 +120,41 @@ class OrSolverDeployment:
         weights: DispatchWeights,
         etr_floor: np.ndarray | None,
         improve_routes: bool,
+        traffic_class: TrafficClass,
     ) -> Assigned:
-        with self.guard.watch(self.settings.watchdog_s):
+        def compute() -> Assigned:
             return solve_round(
                 arrays.to(self.xp), weights, etr_floor=etr_floor, improve_routes=improve_routes
             )
 
+        with self.load.working(traffic_class), self.guard.watch(self.settings.watchdog_s):
+            out = compute() if self.emulated is None else self.emulated.run(compute)
+        return replace(out, solved_by=self.replica)
+
     async def solve_pdptw(self, instance: Any, time_limit_s: float, seed: int) -> dict[str, Any]:
-        """Offline: solve a static PDPTW instance (``planner.pdptw``); a summary with routes."""
+        """Offline: solve a static PDPTW instance (``planner.pdptw``); a summary with routes.
+        It steps aside between LNS iterations while online rounds compute here."""
         return await asyncio.to_thread(self._solve_pdptw, instance, time_limit_s, seed)
+
+    def _step_aside(self) -> float:
+        """Between a static solve's iterations: wait for online work, not counted as busy."""
+        if not self.gate.online_active:
+            return 0.0
+        self.load.pause(TrafficClass.OFFLINE)
+        try:
+            return self.gate.yield_to_online()
+        finally:
+            self.load.resume(TrafficClass.OFFLINE)
 
     def _solve_pdptw(self, instance: Any, time_limit_s: float, seed: int) -> dict[str, Any]:
         from planner.pdptw.evaluate import evaluate
         from planner.pdptw.solve import solve
 
-        with self.guard.watch(time_limit_s + self.settings.watchdog_s):
-            sol = solve(instance, time_limit_s=time_limit_s, seed=seed)
+        with (
+            self.load.working(TrafficClass.OFFLINE),
+            self.guard.watch(time_limit_s + self.settings.watchdog_s),
+        ):
+            sol = solve(instance, time_limit_s=time_limit_s, seed=seed, yield_to=self._step_aside)
         ev = evaluate(instance, sol.routes)
         return {
             "instance": instance.name,
@@ -109,7 +165,25 @@ class OrSolverDeployment:
             "routes": sol.routes,
         }
 
+    def stats(self) -> dict[str, Any]:
+        """Busy per class and how often static solves stepped aside (tests, drills)."""
+        return {
+            **self.load.autoscaling_stats(),
+            "busy": self.load.device.busy(),
+            "calls": self.load.device.completed,
+            "yields": self.gate.yields,
+            "yielded_s": self.gate.yielded_s,
+        }
+
+    def record_routing_stats(self) -> dict[str, float]:
+        return self.load.routing_stats()
+
+    def record_autoscaling_stats(self) -> dict[str, float]:
+        return self.load.autoscaling_stats()
+
     async def check_health(self) -> None:
+        if self.load.stuck():
+            raise DeviceUnhealthy(self.guard.device, "busy with no call finishing (stuck)")
         await self.guard.check_and_hold(self.settings.health_hold_s)
         if self._jit_pending:
             # Loaded once the replica is up, not in __init__: the loader's child process would

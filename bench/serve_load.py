@@ -49,7 +49,7 @@ from serve_app.schemas import DispatchRequest, OrderIn
 P99_TARGET_MS = 100.0
 WARMUP_S = 2.0
 SMALL = {"ray_actor_options": {"num_cpus": 0.25}}
-OPTIONS = {d: SMALL for d in ("Ingress", "OrSolver", "OfflineSolver", "Etr")}
+OPTIONS = {d: SMALL for d in ("Ingress", "OrSolver", "Etr")}
 #: The call costs the emulated ETR device sleeps, per call + per row (ms): ASSUMPTIONS, not
 #: measurements (no GPU profile of this model exists yet). "small": our 19 KB MLP as a
 #: TensorRT engine on a T4 (launch, copies and a stream sync dominate). "deep": a model of the

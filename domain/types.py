@@ -265,6 +265,8 @@ class DispatchPlan:
     etr_arrival : for every new order, created_at + the ETR model's predicted minutes (seconds,
         round clock); empty when the round ran without the ETR model.
     timings_ms : wall time per stage, milliseconds.
+    backend, solved_by : the array backend the solve ran on, and the replica that ran it
+        (empty in-process).
     """
 
     assignments: tuple[Assignment, ...]
@@ -275,3 +277,4 @@ class DispatchPlan:
     backend: str = "numpy"
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     etr_arrival: Mapping[str, float] = field(default_factory=dict)
+    solved_by: str = ""

@@ -135,6 +135,7 @@ class Assigned:
     changed : int64[K] riders whose route changed.
     base_travel, base_lateness : float32[R] of the routes before the round.
     backend : the array backend the stage ran on ("numpy" or "cupy").
+    solved_by : the replica that ran it (set by the serving solver; empty in-process).
     """
 
     routes: RouteArrays
@@ -147,6 +148,7 @@ class Assigned:
     base_lateness: np.ndarray
     timings_ms: dict[str, float] = field(default_factory=dict)
     backend: str = "numpy"
+    solved_by: str = ""
 
 
 def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
@@ -368,6 +370,7 @@ def build_plan(
         cost=CostBreakdown(travel_s=travel, lateness_s=late, total=travel + w * late),
         unassigned=tuple(unassigned),
         backend=assigned.backend,
+        solved_by=assigned.solved_by,
         etr_arrival=(
             {}
             if etr_floor is None

@@ -72,7 +72,12 @@ api.add_middleware(BodyLimit, limit=lambda: _limits.max_body_bytes)
 api.add_middleware(RequestMetrics)
 document_request_bodies(
     api,
-    {"/v1/dispatch": DispatchRequest, "/v1/etr": EtrRequest, "/v1/routes/solve": SolveRequest},
+    {
+        "/v1/dispatch": DispatchRequest,
+        "/v1/etr": EtrRequest,
+        "/v1/etr/bulk": EtrRequest,
+        "/v1/routes/solve": SolveRequest,
+    },
 )
 
 
@@ -123,7 +128,6 @@ class DispatchIngress(GrpcIngress):
         or_solver: DeploymentHandle,
         etr: DeploymentHandle,
         args: dict[str, Any],
-        offline_solver: DeploymentHandle | None = None,
     ) -> None:
         global _limits
         self.args = DispatchAppArgs(**args)
@@ -131,9 +135,6 @@ class DispatchIngress(GrpcIngress):
         res = self.args.resilience
         self.failover = Failover(res.call_timeout_s, res.retry_budget_s)
         self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.watchdog_s)
-        self.offline_solver = SolverHandle(
-            offline_solver or or_solver, self.failover, "OfflineSolver", res.watchdog_s
-        )
         self.etr = EtrHandle(etr, self.failover)
         # The caches sit here, in front of the hops: a hit costs no call to a model.
         self.cache = build_cache(self.args.cache)
@@ -141,7 +142,6 @@ class DispatchIngress(GrpcIngress):
         self.admission = build_admission(self.args)
         self.pipeline = Pipeline(
             solver=self.solver,
-            offline_solver=self.offline_solver,
             etr=self.etr,
             admission=self.admission,
             limits=self.args.limits,
@@ -152,7 +152,9 @@ class DispatchIngress(GrpcIngress):
         self._heap = HeapProbe()
 
     def _context(self, request: Request, traffic_class: TrafficClass) -> CallContext:
-        return http_edge.context(request, traffic_class, self.args.admission.default_timeout_s)
+        a = self.args.admission
+        key = None if a.priority_key is None else a.priority_key.get_secret_value()
+        return http_edge.context(request, traffic_class, a.default_timeout_s, key)
 
     # ---- Python API -------------------------------------------------------------------------
     async def plan(
@@ -216,6 +218,22 @@ class DispatchIngress(GrpcIngress):
         return Response(body, media_type=http_edge.answer_media_type(request))
 
     @api.post(
+        "/v1/etr/bulk",
+        response_model=EtrResponse,
+        summary="Predict delivery minutes for many orders (offline: re-scoring, backfills)",
+    )
+    async def etr_bulk(self, request: Request) -> Response:
+        ctx = self._context(request, TrafficClass.OFFLINE)
+
+        async def decode() -> EtrCall:
+            req = await http_edge.parse(request, EtrRequest)
+            return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
+
+        got = await self.pipeline.etr_minutes(decode, ctx, self.args.limits.max_bulk_orders)
+        content = {"minutes": got.minutes.tolist(), "model_version": got.model_version}
+        return http_edge.encode(request, content)
+
+    @api.post(
         "/v1/routes/solve",
         response_model=SolveResponse,
         summary="Solve a static PDPTW instance (offline traffic; cached per instance)",
@@ -265,10 +283,7 @@ class DispatchIngress(GrpcIngress):
         """Drills only: 404 unless deployed with ``resilience.fault_injection: true``."""
         if not self.args.resilience.fault_injection:
             raise HTTPException(status_code=404, detail="Not Found")
-        handle = {
-            "OrSolver": self.solver.handle,
-            "OfflineSolver": self.offline_solver.handle,
-        }.get(req.deployment, self.etr.handle)
+        handle = self.solver.handle if req.deployment == "OrSolver" else self.etr.handle
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)
         )

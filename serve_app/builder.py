@@ -14,7 +14,7 @@ from serve_app.config import DispatchAppArgs
 
 
 def app_builder(args: DispatchAppArgs) -> Application:
-    """Wire the graph: Ingress(OrSolver, Etr, OfflineSolver). Serve validates ``args``."""
+    """Wire the graph: Ingress(OrSolver, Etr). Serve validates ``args``."""
     return build_app(args)
 
 
@@ -30,15 +30,14 @@ def build_app(
         args = DispatchAppArgs(**args)
     opts = dict(options or {})
     guard = args.resilience.guard()
-    or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(args.backend, guard)
-    # Offline static solves run on their own replicas so they never queue ahead of dispatch.
-    offline = OrSolverDeployment.options(
-        **{"name": "OfflineSolver", "max_ongoing_requests": 2, **opts.pop("OfflineSolver", {})}
-    ).bind(args.backend, guard)
+    emulate = None if args.emulate_solver is None else args.emulate_solver.model_dump()
+    or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(
+        args.backend, guard, emulate=emulate
+    )
     etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(
         args.etr_model_version, args.etr_runtime, guard
     )
     ingress = DispatchIngress.options(**opts.pop("Ingress", {}))
     if opts:
         raise ValueError(f"options for unknown deployments: {sorted(opts)}")
-    return ingress.bind(or_solver, etr, args.model_dump(), offline)
+    return ingress.bind(or_solver, etr, args.model_dump())

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from actors.device import GuardSettings
+from actors.emulation import Emulation
 
 
 class Limits(BaseModel):
@@ -17,6 +18,9 @@ class Limits(BaseModel):
     max_riders: int = Field(5000, ge=1, description="Riders per dispatch round.")
     max_orders: int = Field(2000, ge=1, description="New orders per dispatch round or ETR call.")
     max_route_stops: int = Field(32, ge=1, description="Stops on one rider's committed route.")
+    max_bulk_orders: int = Field(
+        20_000, ge=1, description="Orders per POST /v1/etr/bulk (offline re-scoring)."
+    )
 
 
 class CacheArgs(BaseModel):
@@ -86,6 +90,12 @@ class AdmissionArgs(BaseModel):
     offline_max_share: float = Field(
         0.5, ge=0, le=1, description="Share of a lane's slots offline requests may hold."
     )
+    priority_key: SecretStr | None = Field(
+        None,
+        description="A caller sending it as x-priority-key may ask for online on an offline "
+        "endpoint (x-priority: online); without it a request never rises above its endpoint's "
+        "class. None: nobody can.",
+    )
     dispatch: LaneArgs = Field(
         default_factory=lambda: LaneArgs(max_in_flight=4, max_queued=8),
         description="POST /v1/dispatch (size it near solver replicas x 2).",
@@ -119,6 +129,11 @@ class DispatchAppArgs(BaseModel):
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")
     readiness_timeout_s: float = Field(
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."
+    )
+    emulate_solver: Emulation | None = Field(
+        None,
+        description="Experiments only: solver replicas sleep an emulated device's call time "
+        "(actors.emulation); figures measured so are emulated.",
     )
     limits: Limits = Field(default_factory=Limits)
     cache: CacheArgs = Field(default_factory=CacheArgs)

@@ -28,7 +28,7 @@ BY_REFERENCE_BYTES = 1 << 20
 
 
 class SolverHandle:
-    """A ``Solver`` over the OrSolver deployment (or the OfflineSolver: ``name``).
+    """A ``Solver`` over the OrSolver deployment (``name`` for logs and metrics).
 
     watchdog_s : added to a static solve's time limit for its per-attempt timeout.
     """
@@ -51,7 +51,9 @@ class SolverHandle:
         self.calls += 1
         return await self.failover.call(
             f"{self.name}.solve_round",
-            lambda: handle.solve_round.remote(arrays, weights, etr_floor, improve_routes),
+            lambda: handle.solve_round.remote(
+                arrays, weights, etr_floor, improve_routes, ctx.traffic_class.value
+            ),
             ctx,
         )
 

@@ -83,6 +83,11 @@ def encode(request: Request, content: Any, status_code: int = 200, headers: Any 
     return Response(body, status_code, headers, media_type=JSON)
 
 
-def context(request: Request, traffic_class: TrafficClass, default_timeout_s: float) -> CallContext:
+def context(
+    request: Request,
+    traffic_class: TrafficClass,
+    default_timeout_s: float,
+    priority_key: str | None = None,
+) -> CallContext:
     """The request's context from its headers (``context_from_metadata``)."""
-    return context_from_metadata(request.headers, traffic_class, default_timeout_s)
+    return context_from_metadata(request.headers, traffic_class, default_timeout_s, priority_key)

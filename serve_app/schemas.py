@@ -248,6 +248,7 @@ class DispatchResponse(_Model):
     cost: CostOut
     unassigned: list[UnassignedOut]
     backend: str
+    solved_by: str = Field("", description="The solver replica that planned the round.")
     model_version: str | None = None
     timings_ms: dict[str, float]
 
@@ -280,6 +281,7 @@ def plan_to_dict(plan: DispatchPlan, model_version: str | None) -> dict[str, Any
         },
         "unassigned": [{"order_id": u.order_id, "reason": u.reason.value} for u in plan.unassigned],
         "backend": plan.backend,
+        "solved_by": plan.solved_by,
         "model_version": model_version,
         "timings_ms": dict(plan.timings_ms),
     }
@@ -389,5 +391,5 @@ class SolveResponse(_Model):
 class FaultRequest(_Model):
     """Drills only (``resilience.fault_injection``): which deployment, which fault."""
 
-    deployment: Literal["OrSolver", "OfflineSolver", "Etr"]
+    deployment: Literal["OrSolver", "Etr"]
     kind: Literal["poison", "hang", "crash"]

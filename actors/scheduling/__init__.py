@@ -1,11 +1,29 @@
-"""Scheduling logic as plain Python: traffic classes, the classed batch queue.
+"""Scheduling logic as plain Python: traffic classes, the classed batch queue, Busy, the
+online-first gate, replica ranking, the Busy autoscaling decision.
 
 Nothing here imports Ray, FastAPI or gRPC (a test holds it to that): the deployments in
 ``actors/`` and the ingress in ``serve_app/`` adapt Serve's objects to these, and the unit tests
 drive them with a fake clock.
 """
 
+from actors.scheduling.autoscale import BusyPolicy, ScalingState, desired_replicas
 from actors.scheduling.batch_queue import Batch, BatchQueue, Slice
+from actors.scheduling.busy import BusyTracker
+from actors.scheduling.gate import PriorityGate
+from actors.scheduling.routing import ReplicaView, RoutingPolicy, rank
 from actors.scheduling.traffic import TrafficClass
 
-__all__ = ["Batch", "BatchQueue", "Slice", "TrafficClass"]
+__all__ = [
+    "Batch",
+    "BatchQueue",
+    "BusyPolicy",
+    "BusyTracker",
+    "PriorityGate",
+    "ReplicaView",
+    "RoutingPolicy",
+    "ScalingState",
+    "Slice",
+    "TrafficClass",
+    "desired_replicas",
+    "rank",
+]

@@ -30,6 +30,7 @@ measured in steps, not seconds).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -246,13 +247,24 @@ class _Ruins:
 
 
 class _Clock:
-    """Progress in [0, 1]: time spent over the limit, or steps over ``iterations`` if given."""
+    """Progress in [0, 1]: time spent over the limit, or steps over ``iterations`` if given.
 
-    def __init__(self, time_limit_s: float, iterations: int | None) -> None:
+    yield_to : called at every step (``out_of_time``); returns the seconds it waited, which do
+    not count against the limit (the solve stepped aside for other work).
+    """
+
+    def __init__(
+        self,
+        time_limit_s: float,
+        iterations: int | None,
+        yield_to: Callable[[], float] | None = None,
+    ) -> None:
         self.t0 = time.perf_counter()
         self.limit = time_limit_s
         self.iterations = iterations
         self.steps = 0
+        self.yield_to = yield_to
+        self.waited_s = 0.0
 
     def progress(self) -> float:
         if self.iterations is not None:
@@ -260,6 +272,10 @@ class _Clock:
         return min(1.0, (time.perf_counter() - self.t0) / self.limit)
 
     def out_of_time(self) -> bool:
+        if self.yield_to is not None:
+            waited = self.yield_to()
+            self.t0 += waited
+            self.waited_s += waited
         return time.perf_counter() - self.t0 >= self.limit or (
             self.iterations is not None and self.steps >= self.iterations
         )
@@ -342,10 +358,19 @@ def _improve_distance(
 
 
 def solve(
-    inst: Instance, *, time_limit_s: float, seed: int = 0, iterations: int | None = None
+    inst: Instance,
+    *,
+    time_limit_s: float,
+    seed: int = 0,
+    iterations: int | None = None,
+    yield_to: Callable[[], float] | None = None,
 ) -> Solution:
-    """Solve within ``time_limit_s`` (and at most ``iterations`` improvement steps)."""
-    clock = _Clock(time_limit_s, iterations)
+    """Solve within ``time_limit_s`` (and at most ``iterations`` improvement steps).
+
+    yield_to : called between improvement steps (an offline solve sharing a device lets online
+    work go first there); returns the seconds it waited, not counted against the limit.
+    """
+    clock = _Clock(time_limit_s, iterations, yield_to)
     rng = np.random.default_rng(seed)
     vehicle_cost = 10.0 * float(np.ptp(inst.xy, axis=0).sum()) * max(1, inst.n_tasks)
     routes, left = regret_insert(inst, [], list(range(len(inst.pairs))), vehicle_cost, rng)
@@ -360,5 +385,5 @@ def solve(
         distance=distance,
         unassigned=sorted({int(t) for k in left for t in inst.pairs[k]}),
         iterations=clock.steps,
-        seconds=time.perf_counter() - clock.t0,
+        seconds=time.perf_counter() - clock.t0,  # computing, not waiting (see yield_to)
     )

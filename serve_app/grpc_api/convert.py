@@ -78,6 +78,7 @@ def dispatch_response(d: dict[str, Any]) -> pb.DispatchResponse:
         cost=pb.Cost(**d["cost"]),
         unassigned=[pb.Unassigned(**u) for u in d["unassigned"]],
         backend=d["backend"],
+        solved_by=d["solved_by"],
         model_version=d["model_version"] or "",
         timings_ms=d["timings_ms"],
     )

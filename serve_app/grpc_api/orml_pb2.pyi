@@ -137,7 +137,7 @@ class RouteStops(_message.Message):
     def __init__(self, stops: _Optional[_Iterable[_Union[Stop, _Mapping]]] = ...) -> None: ...
 
 class DispatchResponse(_message.Message):
-    __slots__ = ("assignments", "routes", "arrivals", "cost", "unassigned", "backend", "model_version", "timings_ms")
+    __slots__ = ("assignments", "routes", "arrivals", "cost", "unassigned", "backend", "model_version", "timings_ms", "solved_by")
     class RoutesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -167,6 +167,7 @@ class DispatchResponse(_message.Message):
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
     TIMINGS_MS_FIELD_NUMBER: _ClassVar[int]
+    SOLVED_BY_FIELD_NUMBER: _ClassVar[int]
     assignments: _containers.RepeatedCompositeFieldContainer[Assignment]
     routes: _containers.MessageMap[str, RouteStops]
     arrivals: _containers.MessageMap[str, Arrival]
@@ -175,7 +176,8 @@ class DispatchResponse(_message.Message):
     backend: str
     model_version: str
     timings_ms: _containers.ScalarMap[str, float]
-    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., routes: _Optional[_Mapping[str, RouteStops]] = ..., arrivals: _Optional[_Mapping[str, Arrival]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., unassigned: _Optional[_Iterable[_Union[Unassigned, _Mapping]]] = ..., backend: _Optional[str] = ..., model_version: _Optional[str] = ..., timings_ms: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    solved_by: str
+    def __init__(self, assignments: _Optional[_Iterable[_Union[Assignment, _Mapping]]] = ..., routes: _Optional[_Mapping[str, RouteStops]] = ..., arrivals: _Optional[_Mapping[str, Arrival]] = ..., cost: _Optional[_Union[Cost, _Mapping]] = ..., unassigned: _Optional[_Iterable[_Union[Unassigned, _Mapping]]] = ..., backend: _Optional[str] = ..., model_version: _Optional[str] = ..., timings_ms: _Optional[_Mapping[str, float]] = ..., solved_by: _Optional[str] = ...) -> None: ...
 
 class EtrRequest(_message.Message):
     __slots__ = ("orders", "utc_offset_s")

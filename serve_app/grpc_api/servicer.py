@@ -98,9 +98,9 @@ class GrpcIngress:
     ) -> R:
         try:
             metadata = dict(grpc_context.invocation_metadata())
-            ctx = context_from_metadata(
-                metadata, traffic_class, self.args.admission.default_timeout_s
-            )
+            a = self.args.admission
+            key = None if a.priority_key is None else a.priority_key.get_secret_value()
+            ctx = context_from_metadata(metadata, traffic_class, a.default_timeout_s, key)
             return await run(ctx)
         except Exception as exc:
             answer = answer_for(exc)

@@ -8,6 +8,7 @@ a clock of its own: stages ask ``remaining_s()``, which reads the context's inje
 
 from __future__ import annotations
 
+import hmac
 import math
 import time
 import uuid
@@ -53,12 +54,17 @@ class CallContext:
 
 
 def context_from_metadata(
-    metadata: Mapping[str, str], traffic_class: TrafficClass, default_timeout_s: float
+    metadata: Mapping[str, str],
+    traffic_class: TrafficClass,
+    default_timeout_s: float,
+    priority_key: str | None = None,
 ) -> CallContext:
     """A request's context from its headers (HTTP) or metadata (gRPC), names lower-case:
     ``x-timeout-ms`` how long the caller waits (else ``default_timeout_s``; InvalidInput when
     not a number of ms in (0, 1 h]), ``x-priority: offline`` demotes the request from the
-    endpoint's ``traffic_class``, ``x-request-id`` (up to 128 characters) names it."""
+    endpoint's ``traffic_class`` and ``x-priority: online`` promotes it only with
+    ``x-priority-key`` equal to ``priority_key`` (compared in constant time), ``x-request-id``
+    (up to 128 characters) names it."""
     timeout_s = default_timeout_s
     raw = metadata.get("x-timeout-ms")
     if raw is not None:
@@ -71,8 +77,13 @@ def context_from_metadata(
                 ("header", "x-timeout-ms"),
                 f"must be a number of ms in (0, {MAX_TIMEOUT_S * 1000:.0f}]",
             )
-    if str(metadata.get("x-priority", "")).lower() == TrafficClass.OFFLINE:
+    asked = str(metadata.get("x-priority", "")).lower()
+    if asked == TrafficClass.OFFLINE:
         traffic_class = TrafficClass.OFFLINE
+    elif asked == TrafficClass.ONLINE and priority_key:
+        presented = str(metadata.get("x-priority-key", ""))
+        if hmac.compare_digest(presented.encode(), priority_key.encode()):
+            traffic_class = TrafficClass.ONLINE
     request_id = metadata.get("x-request-id")
     if request_id is not None and not 0 < len(request_id) <= 128:
         request_id = None

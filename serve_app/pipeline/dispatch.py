@@ -119,9 +119,10 @@ def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
 
 
 class Pipeline:
-    """solver : dispatch rounds and (without ``offline_solver``) static solves; etr : the
-    model; cache : ETR rows and static solutions (None: off); improve_routes : the solve
-    stage's last step; on_timings : where stage timings go (metrics)."""
+    """solver : dispatch rounds and static solves (online rounds first: the replicas make
+    static solves step aside for them); etr : the model; cache : ETR rows and static
+    solutions (None: off); improve_routes : the solve stage's last step; on_timings : where
+    stage timings go (metrics)."""
 
     def __init__(
         self,
@@ -131,12 +132,10 @@ class Pipeline:
         admission: Admission,
         limits: Limits,
         cache: ReplicaCache | None = None,
-        offline_solver: Solver | None = None,
         improve_routes: bool = True,
         on_timings: TimingsObserver | None = None,
     ) -> None:
         self.solver = solver
-        self.offline_solver = offline_solver or solver
         self.etr = etr
         self.admission = admission
         self.limits = limits
@@ -193,12 +192,16 @@ class Pipeline:
         return replace(plan, timings_ms=timings)
 
     # ---- ETR --------------------------------------------------------------------------------
-    async def etr_minutes(self, decode: Decode[EtrCall], ctx: CallContext) -> EtrAnswer:
-        """ETR minutes for a list of orders (the ``etr`` lane)."""
+    async def etr_minutes(
+        self, decode: Decode[EtrCall], ctx: CallContext, max_orders: int | None = None
+    ) -> EtrAnswer:
+        """ETR minutes for a list of orders (the ``etr`` lane); at most ``max_orders``
+        (default ``limits.max_orders``)."""
+        limit = self.limits.max_orders if max_orders is None else max_orders
         async with await self.admission.acquire("etr", ctx):
             call = await decode()
-            if len(call.orders) > self.limits.max_orders:
-                raise TooLarge("orders", len(call.orders), self.limits.max_orders)
+            if len(call.orders) > limit:
+                raise TooLarge("orders", len(call.orders), limit)
             minutes = await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
             return EtrAnswer(minutes, await self.etr.model_version())
 
@@ -241,7 +244,7 @@ class Pipeline:
             async def compute() -> dict[str, Any]:
                 nonlocal computed
                 computed = True
-                return await self.offline_solver.solve_pdptw(
+                return await self.solver.solve_pdptw(
                     call.instance, call.time_limit_s, call.seed, ctx
                 )
 

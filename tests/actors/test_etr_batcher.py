@@ -30,16 +30,18 @@ class Recording:
     def __init__(self, replica, delay_s: float = 0.0) -> None:
         self.batches: list[int] = []
         self.firsts: list[np.ndarray] = []
+        self.classes: list[str] = []
         inner = replica._run_model
 
-        def run(rows):
+        def run(rows, cls):
             self.batches.append(len(rows))
             self.firsts.append(rows[0].copy())
+            self.classes.append(cls)
             if delay_s:
                 import time
 
                 time.sleep(delay_s)
-            return inner(rows)
+            return inner(rows, cls)
 
         replica._run_model = run
 
@@ -83,6 +85,9 @@ def test_online_rows_run_before_offline_ones_that_waited(replica):
     asyncio.run(go())
     order = [int(np.flatnonzero((ROWS[:3] == f).all(axis=1))[0]) for f in rec.firsts]
     assert order == [0, 2, 1]
+    assert rec.classes == ["online", "online", "offline"]  # the replica's Busy per class
+    stats = replica.record_autoscaling_stats()
+    assert stats["busy_online"] > 0 and stats["busy_offline"] > 0
 
 
 def test_a_request_whose_caller_gave_up_is_dropped_not_run(replica):

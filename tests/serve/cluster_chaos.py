@@ -63,7 +63,6 @@ def main(result_path: Path) -> None:
             "ray_actor_options": {"num_cpus": 0.1, "resources": {"etr_slot": 1}},
         },
         "Ingress": {"ray_actor_options": {"num_cpus": 0.1, "resources": {"head_slot": 1}}},
-        "OfflineSolver": {"ray_actor_options": {"num_cpus": 0.1, "resources": {"head_slot": 1}}},
     }
     for name in ("OrSolver", "Etr"):
         options[name].update(drill.FAST_RECOVERY)

@@ -44,7 +44,7 @@ def chaos_url(serve_url: str, redis_server) -> Iterator[str]:
     )
     options = {d: {"num_replicas": REPLICAS, **drill.FAST_RECOVERY} for d in ("OrSolver", "Etr")}
     # Small CPU shares: the session's app is deployed beside this one.
-    for d in ("Ingress", "OrSolver", "OfflineSolver", "Etr"):
+    for d in ("Ingress", "OrSolver", "Etr"):
         options.setdefault(d, {})["ray_actor_options"] = {"num_cpus": 0.1}
     serve.run(build_app(args, options), name=APP, route_prefix=f"/{APP}")
     try:

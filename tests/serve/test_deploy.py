@@ -30,7 +30,7 @@ def test_deploy_yaml_validates_against_serve_schema():
     assert app.import_path == "serve_app.builder:app_builder"
     DispatchAppArgs(**app.args)  # the builder's typed args accept them
     names = {d["name"] if isinstance(d, dict) else d.name for d in app.deployments}
-    assert names == {"Ingress", "OrSolver", "OfflineSolver", "Etr"}
+    assert names == {"Ingress", "OrSolver", "Etr"}
 
 
 def test_deploy_yaml_uses_the_drilled_recovery_settings():
@@ -57,7 +57,7 @@ def test_a_held_health_check_ends_before_serve_gives_up_on_it():
     app = yaml.safe_load((ROOT / "deploy.yaml").read_text())["applications"][0]
     resilience = DispatchAppArgs(**app["args"]).resilience
     for d in app["deployments"]:
-        if d["name"] in ("OrSolver", "OfflineSolver", "Etr"):
+        if d["name"] in ("OrSolver", "Etr"):
             timeout = d["health_check_timeout_s"]
             assert resilience.health_hold_s + EXIT_GRACE_S < timeout, d["name"]
             assert resilience.probe_timeout_s < timeout, d["name"]

@@ -85,6 +85,17 @@ def test_an_offline_caller_cannot_promote_itself_by_header():
     assert c.traffic_class is TrafficClass.OFFLINE
 
 
+@pytest.mark.parametrize(
+    ("presented", "promoted"), [(None, False), ("wrong", False), ("s3cret", True)]
+)
+def test_promotion_to_online_takes_the_configured_key(presented, promoted):
+    headers = {"x-priority": "online"}
+    if presented is not None:
+        headers["x-priority-key"] = presented
+    c = context_from_metadata(headers, TrafficClass.OFFLINE, 10, priority_key="s3cret")
+    assert (c.traffic_class is TrafficClass.ONLINE) is promoted
+
+
 def request(body: bytes, content_type: str | None, accept: str = "") -> Request:
     headers = [(b"accept", accept.encode())]
     if content_type is not None:

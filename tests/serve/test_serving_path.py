@@ -209,7 +209,7 @@ def limits_app(serve_url) -> Iterator[str]:
 
     args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
     small = {"ray_actor_options": {"num_cpus": 0.1}}
-    options = {d: small for d in ("Ingress", "OrSolver", "OfflineSolver", "Etr")}
+    options = {d: small for d in ("Ingress", "OrSolver", "Etr")}
     local.run_app(args, options, name="limits", route_prefix="/limits")
     url = f"{serve_url}/limits"
     deadline = time.monotonic() + 120

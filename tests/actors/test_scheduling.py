@@ -1,0 +1,212 @@
+"""Busy arithmetic, the online-first gate, the router's choices and the autoscaling decisions:
+plain Python with a fake clock, a seeded generator and literal replica views."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+
+import pytest
+
+from actors.scheduling import (
+    BusyPolicy,
+    BusyTracker,
+    PriorityGate,
+    ReplicaView,
+    RoutingPolicy,
+    desired_replicas,
+    rank,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+# ---- Busy ---------------------------------------------------------------------------------
+def test_busy_is_the_working_share_of_the_window():
+    clock = Clock()
+    busy = BusyTracker(window_s=10.0, clock=clock)
+    clock.t = 10.0
+    busy.begin()
+    clock.t = 13.0
+    busy.end()  # 3 s of work in the last 10 s
+    clock.t = 20.0
+    assert busy.busy() == pytest.approx(0.3)
+    clock.t = 25.0  # the window slid past half of it? no: (13 - 15) -> 0 of it left
+    assert busy.busy() == pytest.approx(0.0)
+
+
+def test_overlapping_calls_count_once_and_an_open_call_counts_so_far():
+    clock = Clock()
+    busy = BusyTracker(window_s=10.0, clock=clock)
+    clock.t = 10.0
+    busy.begin()
+    clock.t = 12.0
+    busy.begin()  # a second call overlaps the first
+    clock.t = 14.0
+    busy.end()
+    clock.t = 16.0
+    busy.end()  # one busy period, 10..16
+    clock.t = 18.0
+    busy.begin()  # still running at 20
+    clock.t = 20.0
+    assert busy.busy() == pytest.approx((6 + 2) / 10)
+    assert busy.completed == 2
+
+
+def test_a_young_tracker_divides_by_its_age_not_the_window():
+    clock = Clock()
+    busy = BusyTracker(window_s=10.0, clock=clock)
+    busy.begin()
+    clock.t = 2.0
+    busy.end()
+    clock.t = 4.0
+    assert busy.busy() == pytest.approx(0.5)
+
+
+def test_stuck_means_busy_with_no_completion_for_a_while():
+    clock = Clock()
+    busy = BusyTracker(window_s=10.0, clock=clock)
+    assert not busy.stuck(5.0)
+    busy.begin()
+    clock.t = 3.0
+    assert not busy.stuck(5.0)
+    clock.t = 6.0
+    assert busy.stuck(5.0)
+    busy.end()
+    assert not busy.stuck(5.0)
+
+
+# ---- the online-first gate ----------------------------------------------------------------
+def test_offline_steps_wait_while_online_work_runs():
+    gate = PriorityGate()
+    assert gate.yield_to_online() == 0.0
+    started = threading.Event()
+    waited: list[float] = []
+
+    def offline_step() -> None:
+        started.set()
+        waited.append(gate.yield_to_online())
+
+    with gate.online():
+        thread = threading.Thread(target=offline_step)
+        thread.start()
+        started.wait()
+        time.sleep(0.05)
+        assert thread.is_alive()  # still waiting for the online call
+    thread.join(5)
+    assert waited and waited[0] >= 0.04 and gate.yields == 1
+
+
+# ---- the router ---------------------------------------------------------------------------
+def views(*specs) -> list[ReplicaView]:
+    return [
+        ReplicaView(f"r{k}", node, queue, busy, speed)
+        for k, (node, queue, busy, speed) in enumerate(specs)
+    ]
+
+
+def test_the_local_node_wins_while_its_replicas_have_room():
+    replicas = views(("a", 1, 0.3, 1.0), ("a", 0, 0.2, 1.0), ("b", 0, 0.0, 1.0))
+    picks = Counter(rank(replicas, "a", 0.0, random.Random(k))[0][0].node_id for k in range(50))
+    assert picks == {"a": 50}
+
+
+def test_a_busy_local_node_spills_to_another():
+    replicas = views(("a", 6, 1.0, 1.0), ("a", 5, 1.0, 1.0), ("b", 0, 0.1, 1.0))
+    policy = RoutingPolicy(spill_threshold=3.0)
+    pick = rank(replicas, "a", 0.0, random.Random(1), policy)[0][0]
+    assert pick.node_id == "b"
+
+
+def test_among_two_sampled_the_earliest_expected_finish_wins():
+    replicas = views(("a", 4, 0.9, 1.0), ("a", 0, 0.1, 1.0))
+    picks = {rank(replicas, "a", 0.0, random.Random(k))[0][0].replica_id for k in range(20)}
+    assert picks == {"r1"}
+
+
+def test_a_slower_replica_needs_proportionally_less_queue_to_lose():
+    fast, slow = (
+        ReplicaView("f", "a", queue=2, speed=1.0),
+        ReplicaView("s", "a", queue=1, speed=0.4),
+    )
+    assert fast.expected_finish() < slow.expected_finish()  # 3 / 1.0 < 2 / 0.4
+
+
+def test_a_replica_that_just_failed_is_avoided_until_its_cooldown():
+    replicas = [
+        ReplicaView("bad", "a", failed_at=10.0),
+        ReplicaView("good", "a", queue=3),
+    ]
+    policy = RoutingPolicy(failure_cooldown_s=5.0, spill_threshold=100)
+    assert rank(replicas, "a", 12.0, random.Random(0), policy)[0][0].replica_id == "good"
+    assert rank(replicas, "a", 20.0, random.Random(0), policy)[0][0].replica_id == "bad"
+
+
+def test_every_replica_appears_once_one_per_tier():
+    replicas = views(*[("a" if k % 2 else "b", k, 0.5, 1.0) for k in range(5)])
+    tiers = rank(replicas, "a", 0.0, random.Random(3))
+    assert all(len(t) == 1 for t in tiers)
+    assert sorted(t[0].replica_id for t in tiers) == sorted(r.replica_id for r in replicas)
+    assert rank([], "a", 0.0, random.Random(0)) == []
+
+
+# ---- autoscaling --------------------------------------------------------------------------
+POLICY = BusyPolicy(
+    target_busy=0.6,
+    band=0.1,
+    min_replicas=1,
+    max_replicas=8,
+    upscale_delay_s=0.0,
+    downscale_delay_s=30.0,
+    offline_max_share=0.25,
+)
+
+
+def test_busy_above_the_band_scales_up_to_the_target():
+    n, _ = desired_replicas(2, busy_online=0.9, busy_offline=0.0, now=0.0, policy=POLICY)
+    assert n == 3  # 1.8 replica-equivalents / 0.6
+
+
+def test_busy_inside_the_band_holds():
+    n, _ = desired_replicas(4, busy_online=0.62, busy_offline=0.0, now=0.0, policy=POLICY)
+    assert n == 4
+
+
+def test_scale_down_waits_for_the_downscale_delay():
+    state = None
+    n, state = desired_replicas(4, 0.2, 0.0, now=0.0, policy=POLICY, state=state)
+    assert n == 4
+    n, state = desired_replicas(4, 0.2, 0.0, now=29.0, policy=POLICY, state=state)
+    assert n == 4
+    n, state = desired_replicas(4, 0.2, 0.0, now=31.0, policy=POLICY, state=state)
+    assert n == 2  # 0.8 / 0.6
+
+
+def test_offline_demand_alone_adds_at_most_its_share():
+    # 4 replicas fully busy with offline work, none online: want 7, allowed min + 25% of 8 = 3
+    n, _ = desired_replicas(4, busy_online=0.0, busy_offline=1.0, now=0.0, policy=POLICY)
+    assert n == 4  # it may not grow; wanted is capped below the current count
+    n, _ = desired_replicas(1, busy_online=0.0, busy_offline=1.0, now=0.0, policy=POLICY)
+    assert n == 2  # 1 (min) + 2 (share) allowed, 2 wanted
+
+
+def test_online_demand_is_never_cut_for_offline():
+    n, _ = desired_replicas(4, busy_online=0.95, busy_offline=0.05, now=0.0, policy=POLICY)
+    assert n == 7  # 3.8 online replica-equivalents need 7; offline adds nothing past it
+
+
+def test_bounds_and_bad_policies():
+    n, _ = desired_replicas(8, busy_online=1.0, busy_offline=0.0, now=0.0, policy=POLICY)
+    assert n == 8
+    n, _ = desired_replicas(0, 0.0, 0.0, now=0.0, policy=POLICY)
+    assert n == 1
+    with pytest.raises(ValueError):
+        BusyPolicy(target_busy=1.2)
