@@ -5,22 +5,26 @@ Set per deployment in deploy.yaml::
     autoscaling_config:
       min_replicas: 1
       max_replicas: 4
+      upscale_delay_s: 2        # Serve applies the delays and bounds around the policy
+      downscale_delay_s: 60
       policy:
         policy_function: actors.autoscaling:BusyAutoscalingPolicy
         policy_kwargs: {target_busy: 0.6, band: 0.15, offline_max_share: 0.5}
 
 Each replica reports ``{"busy_online", "busy_offline"}`` (``record_autoscaling_stats``); Serve
 aggregates them per replica over its look-back window and calls the policy every control-loop
-tick with the current replicas; the policy averages them, decides, and keeps its state in
-Serve's ``policy_state``. Bounds come from the deployment's ``min_replicas``/``max_replicas``.
+tick; the policy averages them and decides. Needs replicas to push their own stats
+(``RAY_SERVE_COLLECT_AUTOSCALING_METRICS_ON_HANDLE=0``, see ``serve_app.ops.local``).
 """
 
 from __future__ import annotations
 
-import time
+import logging
 from typing import Any
 
-from actors.scheduling.autoscale import BusyPolicy, ScalingState, desired_replicas
+from actors.scheduling.autoscale import BusyPolicy, desired_replicas
+
+log = logging.getLogger("ray.serve")
 
 
 class BusyAutoscalingPolicy:
@@ -29,6 +33,7 @@ class BusyAutoscalingPolicy:
     def __init__(self, **policy_kwargs: Any) -> None:
         self.kwargs = policy_kwargs
         BusyPolicy(**policy_kwargs)  # fail at deploy time on a bad setting
+        self._last: int | None = None
 
     def __call__(self, ctx: Any) -> tuple[int, dict[str, Any]]:
         metrics = ctx.aggregated_metrics or {}
@@ -39,19 +44,28 @@ class BusyAutoscalingPolicy:
             max_replicas=ctx.capacity_adjusted_max_replicas,
             **self.kwargs,
         )
-        saved = ctx.policy_state.get("busy") or {}
-        state = ScalingState(saved.get("above_since"), saved.get("below_since"))
-        now = ctx.current_time if ctx.current_time is not None else time.time()
-        target, state = desired_replicas(
-            ctx.current_num_replicas, online, offline, now, policy, state
-        )
-        return target, {
+        total = ctx.total_num_requests
+        total = total() if callable(total) else (total or 0.0)
+        waiting = max(0.0, float(total) - ctx.current_num_replicas)  # beyond one each running
+        decision = desired_replicas(ctx.current_num_replicas, online, offline, policy, waiting)
+        if decision.replicas != ctx.current_num_replicas and decision.replicas != self._last:
+            log.info(
+                "%s: wants %d replicas, runs %d (Busy online %.2f, offline %.2f; %d reporting)",
+                ctx.deployment_name,
+                decision.replicas,
+                ctx.current_num_replicas,
+                online,
+                offline,
+                len(metrics.get("busy_online", {})),
+            )
+        self._last = decision.replicas
+        return decision.replicas, {
             "busy": {
-                "above_since": state.above_since,
-                "below_since": state.below_since,
-                **state.last,
                 "online": online,
                 "offline": offline,
+                "mean": decision.busy,
+                "need_online": decision.need_online,
+                "need_all": decision.need_all,
             }
         }
 

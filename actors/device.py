@@ -295,6 +295,13 @@ class GuardSettings(BaseModel):
         False,
         description="Drills only: enable POST /admin/faults and the replicas' inject_fault.",
     )
+    busy_window_s: float = Field(
+        3.0,
+        gt=0,
+        le=600,
+        description="The window a replica's Busy is measured over, seconds (Serve's autoscaler "
+        "averages the reports again over its look_back_period_s).",
+    )
     stuck_after_s: float = Field(
         30.0,
         gt=0,

@@ -130,7 +130,11 @@ class EtrDeployment:
         self.guard = replica_guard(
             self.runtime.device, lambda: self.runtime.predict(sample), self.settings
         )
-        self.load = ReplicaLoad(speed=speed, stuck_after_s=self.settings.stuck_after_s)
+        self.load = ReplicaLoad(
+            speed=speed,
+            window_s=self.settings.busy_window_s,
+            stuck_after_s=self.settings.stuck_after_s,
+        )
         self._queue = BatchQueue(self.config.offline_aging_s)
         self._pending: dict[int, _Pending] = {}
         self._has_work: asyncio.Event | None = None

@@ -60,6 +60,7 @@ class OrSolverDeployment:
         )
         self.load = ReplicaLoad(
             speed=speed if self.emulated is None else self.emulated.emulation.speed,
+            window_s=self.settings.busy_window_s,
             stuck_after_s=self.settings.stuck_after_s,
         )
         self.gate = PriorityGate()

@@ -89,3 +89,23 @@ BUSY_ROUTER = RequestRouterConfig(
     request_router_class="actors.router:BusyRouter",
     request_routing_stats_period_s=1.0,
 )
+
+
+class RoundRobinRouter(RequestRouter):
+    """A baseline for comparisons (``bench/scheduler.py``): every replica in turn, blind to
+    load, speed and locality."""
+
+    def initialize_state(self, **_: Any) -> None:
+        self._next = 0
+
+    async def choose_replicas(
+        self,
+        candidate_replicas: list[RunningReplica],
+        pending_request: PendingRequest | None = None,
+    ) -> list[list[RunningReplica]]:
+        ordered = sorted(candidate_replicas, key=lambda r: r.replica_id.unique_id)
+        if not ordered:
+            return []
+        start = self._next % len(ordered)
+        self._next += 1
+        return [[r] for r in ordered[start:] + ordered[:start]]

@@ -6,7 +6,7 @@ Nothing here imports Ray, FastAPI or gRPC (a test holds it to that): the deploym
 drive them with a fake clock.
 """
 
-from actors.scheduling.autoscale import BusyPolicy, ScalingState, desired_replicas
+from actors.scheduling.autoscale import BusyPolicy, Decision, desired_replicas
 from actors.scheduling.batch_queue import Batch, BatchQueue, Slice
 from actors.scheduling.busy import BusyTracker
 from actors.scheduling.gate import PriorityGate
@@ -18,10 +18,10 @@ __all__ = [
     "BatchQueue",
     "BusyPolicy",
     "BusyTracker",
+    "Decision",
     "PriorityGate",
     "ReplicaView",
     "RoutingPolicy",
-    "ScalingState",
     "Slice",
     "TrafficClass",
     "desired_replicas",

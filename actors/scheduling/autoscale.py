@@ -5,16 +5,23 @@ and on offline work). Demand, in replica-equivalents, is Busy x replicas; the po
 enough replicas that Busy would sit at ``target_busy``. Online work is protected: offline
 demand alone may add at most ``offline_max_share`` of ``max_replicas`` on top of what online
 demand needs, so a batch job cannot grow the fleet unbounded, and it never shrinks what online
-needs. Hysteresis: scale up once Busy stays above ``target + band`` for ``upscale_delay_s``,
-down once below ``target - band`` for ``downscale_delay_s``; in the band, hold.
+needs. Busy cannot exceed 1, so past ``saturated_busy`` it no longer says how much more is
+needed. More requests waiting than replicas running (``waiting``) is saturation too, and is
+seen sooner (Busy is an average over a window; a queue is there at once). Saturated, the
+policy sizes from the queue instead, ``queue_target`` requests (running and waiting) per
+replica, and at least doubles (TCP's slow start): each signal where it says something, Busy
+below saturation (where queues are empty), the queue above it (where Busy is stuck at 1).
+Hysteresis: inside ``target +/- band`` the count holds. How long a condition must last before
+it is acted on is Serve's (``upscale_delay_s`` / ``downscale_delay_s`` of the deployment's
+``autoscaling_config``: it wraps every custom policy), not set twice here.
 
-Pure: numbers in, (replicas, state) out; Serve's adapter is ``actors.autoscaling``.
+Pure: numbers in, replicas out; Serve's adapter is ``actors.autoscaling``.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -23,9 +30,9 @@ class BusyPolicy:
     band: float = 0.15
     min_replicas: int = 1
     max_replicas: int = 4
-    upscale_delay_s: float = 0.0
-    downscale_delay_s: float = 30.0
     offline_max_share: float = 0.5
+    saturated_busy: float = 0.95
+    queue_target: float = 2.0
 
     def __post_init__(self) -> None:
         if not 0 < self.target_busy < 1 or not 0 <= self.band < self.target_busy:
@@ -36,51 +43,42 @@ class BusyPolicy:
             raise ValueError("offline_max_share must be in [0, 1]")
 
 
-@dataclass
-class ScalingState:
-    """What the policy remembers between decisions (Serve hands it back each tick)."""
+@dataclass(frozen=True)
+class Decision:
+    """replicas : what to run; the rest says why (for logs and the policy state)."""
 
-    above_since: float | None = None
-    below_since: float | None = None
-    last: dict[str, float] = field(default_factory=dict)
+    replicas: int
+    busy: float
+    need_online: int
+    need_all: int
 
 
 def desired_replicas(
     current: int,
     busy_online: float,
     busy_offline: float,
-    now: float,
     policy: BusyPolicy,
-    state: ScalingState | None = None,
-) -> tuple[int, ScalingState]:
+    waiting: float = 0.0,
+) -> Decision:
     """Replicas to run. busy_online, busy_offline : the replicas' mean Busy per class (0..1,
-    together at most 1); now : seconds (any monotonic clock)."""
-    state = state or ScalingState()
+    together at most 1); waiting : requests waiting beyond the ones running (0 if unknown)."""
     current = max(current, 0)
     online = max(0.0, busy_online) * current  # replica-equivalents of work
     offline = max(0.0, busy_offline) * current
     need_online = math.ceil(online / policy.target_busy - 1e-9)
     need_all = math.ceil((online + offline) / policy.target_busy - 1e-9)
-    offline_room = math.floor(policy.offline_max_share * policy.max_replicas)
-    wanted = min(need_all, max(need_online, policy.min_replicas) + offline_room)
-    wanted = max(policy.min_replicas, min(policy.max_replicas, max(wanted, need_online)))
     busy = (online + offline) / current if current else (1.0 if online + offline else 0.0)
-    state.last = {"busy": busy, "need_online": need_online, "need_all": need_all}
+    saturated = current > 0 and (online / current >= policy.saturated_busy or waiting > current)
+    if saturated:
+        from_queue = math.ceil((current + waiting) / policy.queue_target - 1e-9)
+        need_online = max(need_online, 2 * current, from_queue)
+    offline_room = math.floor(policy.offline_max_share * policy.max_replicas)
+    wanted = max(need_online, min(need_all, max(need_online, policy.min_replicas) + offline_room))
+    wanted = max(policy.min_replicas, min(policy.max_replicas, wanted))
     if current < policy.min_replicas:
-        return policy.min_replicas, state
-    if busy > policy.target_busy + policy.band and wanted > current:
-        state.below_since = None
-        state.above_since = now if state.above_since is None else state.above_since
-        if now - state.above_since >= policy.upscale_delay_s:
-            state.above_since = None
-            return wanted, state
-        return current, state
-    if busy < policy.target_busy - policy.band and wanted < current:
-        state.above_since = None
-        state.below_since = now if state.below_since is None else state.below_since
-        if now - state.below_since >= policy.downscale_delay_s:
-            state.below_since = None
-            return wanted, state
-        return current, state
-    state.above_since = state.below_since = None
-    return max(policy.min_replicas, min(policy.max_replicas, current)), state
+        replicas = policy.min_replicas
+    else:
+        up = busy > policy.target_busy + policy.band and wanted > current
+        down = busy < policy.target_busy - policy.band and wanted < current
+        replicas = wanted if up or down else min(policy.max_replicas, current)
+    return Decision(replicas, busy, need_online, need_all)

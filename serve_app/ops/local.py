@@ -36,6 +36,12 @@ load balancer can deregister it; a local start has only its own HAProxy in front
 in ~0.1 s, so 2 s is plenty (and stopping takes seconds, not 35). Clusters behind a cloud load
 balancer keep Ray's default."""
 
+AUTOSCALING_ENV = {"RAY_SERVE_COLLECT_AUTOSCALING_METRICS_ON_HANDLE": "0"}
+"""Replicas report their own load to the controller. Ray 2.60 starts a replica's push of custom
+autoscaling stats (our Busy, ``actors.autoscaling``) only when replicas collect their own
+ongoing-request metric; with the handles collecting it (Ray's default) a replica whose
+autoscaling config arrives after it starts never pushes them, and the Busy policy sees none."""
+
 PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 """Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
 thread that allocates its own malloc arena, up to 8 per core; with Ray's and Serve's threads
@@ -166,7 +172,7 @@ def start(
     http_port = http_port or next(ports)
     grpc_port = grpc_port or next(ports)
     metrics_port = metrics_port or next(ports)
-    env: dict[str, str] = dict(extra_env or {})
+    env: dict[str, str] = {**AUTOSCALING_ENV, **(extra_env or {})}
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)

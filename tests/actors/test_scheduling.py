@@ -160,53 +160,53 @@ def test_every_replica_appears_once_one_per_tier():
 
 # ---- autoscaling --------------------------------------------------------------------------
 POLICY = BusyPolicy(
-    target_busy=0.6,
-    band=0.1,
-    min_replicas=1,
-    max_replicas=8,
-    upscale_delay_s=0.0,
-    downscale_delay_s=30.0,
-    offline_max_share=0.25,
+    target_busy=0.6, band=0.1, min_replicas=1, max_replicas=8, offline_max_share=0.25
 )
 
 
+def want(current: int, online: float, offline: float = 0.0, policy: BusyPolicy = POLICY) -> int:
+    return desired_replicas(current, online, offline, policy).replicas
+
+
 def test_busy_above_the_band_scales_up_to_the_target():
-    n, _ = desired_replicas(2, busy_online=0.9, busy_offline=0.0, now=0.0, policy=POLICY)
-    assert n == 3  # 1.8 replica-equivalents / 0.6
+    assert want(2, 0.9) == 3  # 1.8 replica-equivalents / 0.6
 
 
 def test_busy_inside_the_band_holds():
-    n, _ = desired_replicas(4, busy_online=0.62, busy_offline=0.0, now=0.0, policy=POLICY)
-    assert n == 4
+    assert want(4, 0.62) == 4
+    assert want(4, 0.52) == 4
 
 
-def test_scale_down_waits_for_the_downscale_delay():
-    state = None
-    n, state = desired_replicas(4, 0.2, 0.0, now=0.0, policy=POLICY, state=state)
-    assert n == 4
-    n, state = desired_replicas(4, 0.2, 0.0, now=29.0, policy=POLICY, state=state)
-    assert n == 4
-    n, state = desired_replicas(4, 0.2, 0.0, now=31.0, policy=POLICY, state=state)
-    assert n == 2  # 0.8 / 0.6
+def test_busy_below_the_band_scales_down_to_the_target():
+    assert want(4, 0.2) == 2  # 0.8 / 0.6
+
+
+def test_saturated_replicas_double_since_busy_cannot_say_how_far_past_capacity():
+    assert want(3, 0.97) == 6  # 2.9 / 0.6 alone would say 5
+    assert want(3, 0.0, 1.0) == 3  # offline saturation alone does not double
+
+
+def test_more_waiting_than_running_is_saturation_before_busy_shows_it():
+    assert desired_replicas(2, 0.75, 0.0, POLICY, waiting=3).replicas == 4  # doubles
+    # a deep queue: (2 running + 12 waiting) / 2 per replica = 7
+    assert desired_replicas(2, 0.75, 0.0, POLICY, waiting=12).replicas == 7
 
 
 def test_offline_demand_alone_adds_at_most_its_share():
-    # 4 replicas fully busy with offline work, none online: want 7, allowed min + 25% of 8 = 3
-    n, _ = desired_replicas(4, busy_online=0.0, busy_offline=1.0, now=0.0, policy=POLICY)
-    assert n == 4  # it may not grow; wanted is capped below the current count
-    n, _ = desired_replicas(1, busy_online=0.0, busy_offline=1.0, now=0.0, policy=POLICY)
-    assert n == 2  # 1 (min) + 2 (share) allowed, 2 wanted
+    # 1 replica fully busy offline: wants 2; allowed min + 25% of 8 = 3
+    assert want(1, 0.0, 1.0) == 2
+    # 4 replicas fully busy offline: wants 7, capped at 1 + 2 = 3: it does not grow (and,
+    # busy, does not shrink either)
+    assert want(4, 0.0, 1.0) == 4
 
 
 def test_online_demand_is_never_cut_for_offline():
-    n, _ = desired_replicas(4, busy_online=0.95, busy_offline=0.05, now=0.0, policy=POLICY)
-    assert n == 7  # 3.8 online replica-equivalents need 7; offline adds nothing past it
+    assert want(4, 0.95, 0.05) == 8  # saturated online: doubled; offline adds nothing past it
+    assert want(4, 0.8, 0.2) == 7  # online needs 6; offline adds 1, within its room of 2
 
 
 def test_bounds_and_bad_policies():
-    n, _ = desired_replicas(8, busy_online=1.0, busy_offline=0.0, now=0.0, policy=POLICY)
-    assert n == 8
-    n, _ = desired_replicas(0, 0.0, 0.0, now=0.0, policy=POLICY)
-    assert n == 1
+    assert want(8, 1.0) == 8
+    assert want(0, 0.0) == 1
     with pytest.raises(ValueError):
         BusyPolicy(target_busy=1.2)
