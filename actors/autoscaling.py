@@ -46,8 +46,7 @@ class BusyAutoscalingPolicy:
         )
         total = ctx.total_num_requests
         total = total() if callable(total) else (total or 0.0)
-        waiting = max(0.0, float(total) - ctx.current_num_replicas)  # beyond one each running
-        decision = desired_replicas(ctx.current_num_replicas, online, offline, policy, waiting)
+        decision = desired_replicas(ctx.current_num_replicas, online, offline, policy, float(total))
         if decision.replicas != ctx.current_num_replicas and decision.replicas != self._last:
             log.info(
                 "%s: wants %d replicas, runs %d (Busy online %.2f, offline %.2f; %d reporting)",

@@ -16,6 +16,7 @@ Knobs live in ``user_config`` and change at runtime through ``reconfigure`` (no 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import time
@@ -38,6 +39,7 @@ from etr import load_artifact, load_runtime
 from etr.runtime import check_features
 
 log = logging.getLogger("orml.etr")
+ONLINE_RECENT_S = 1.0  # online traffic seen this recently caps the offline rows of a call
 
 
 def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: float) -> None:
@@ -80,6 +82,15 @@ class EtrUserConfig(BaseModel):
     batching: bool = Field(True, description="False runs every request on its own (baseline).")
     offline_aging_s: float = Field(
         10.0, gt=0, description="An offline request waiting this long is served as online."
+    )
+    offline_rows_while_online: int = Field(
+        32,
+        ge=1,
+        description="While online requests keep arriving (one in the last second), offline "
+        "rows ride along in calls made for online rows, at most this many per call: a call's "
+        "time grows with its rows and is not preempted, so an online request arriving during a "
+        "long bulk call would wait for all of it. With no online traffic, offline batches fill "
+        "max_batch_size.",
     )
     memory_budget_mb: float | None = Field(
         None,
@@ -136,6 +147,7 @@ class EtrDeployment:
             stuck_after_s=self.settings.stuck_after_s,
         )
         self._queue = BatchQueue(self.config.offline_aging_s)
+        self._online_at = -math.inf  # monotonic time of the last online request
         self._pending: dict[int, _Pending] = {}
         self._has_work: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -184,6 +196,8 @@ class EtrDeployment:
         # Checked here, per request, so one caller's bad rows never fail a whole batch.
         features = check_features(np.asarray(features, np.float32), self.runtime.n_features)
         cls = TrafficClass(traffic_class)
+        if cls is TrafficClass.ONLINE:
+            self._online_at = time.monotonic()
         if not self.config.batching:
             return await self._run_alone(features, cls)
         if self._device is None:
@@ -192,6 +206,7 @@ class EtrDeployment:
             not self._device.locked()
             and not len(self._queue)
             and len(features) <= self.config.max_batch_size
+            and (cls is TrafficClass.ONLINE or self._offline_hold_s() == 0)
             and self.config.batch_wait_timeout_s == 0
         ):
             # An idle device and nothing waiting: run now, no hand-off to the batch loop.
@@ -219,6 +234,22 @@ class EtrDeployment:
             self._pending.pop(key, None)
             raise
 
+    def _offline_cap(self) -> int:
+        """Offline rows one call may carry now (max_batch_size with no recent online work)."""
+        if time.monotonic() - self._online_at >= ONLINE_RECENT_S:
+            return self.config.max_batch_size
+        return min(self.config.offline_rows_while_online, self.config.max_batch_size)
+
+    def _offline_hold_s(self) -> float:
+        """How long only-offline work should wait now: while online requests keep arriving, an
+        offline-only call would hold the device for its whole length from the next online
+        request (calls are not preempted), so offline rows ride along with online ones instead,
+        or run once online traffic has paused for ``ONLINE_RECENT_S``."""
+        now = time.monotonic()
+        if self._queue.has_online(now):
+            return 0.0
+        return max(0.0, self._online_at + ONLINE_RECENT_S - now)
+
     async def _run_alone(self, features: np.ndarray, cls: TrafficClass) -> np.ndarray:
         t0 = time.perf_counter()
         out = await asyncio.to_thread(self._run_model, features, cls)
@@ -241,6 +272,12 @@ class EtrDeployment:
             if wait > 0 and self._queue.rows_waiting() < self.config.max_batch_size:
                 await asyncio.sleep(wait)
             while len(self._queue):
+                hold = self._offline_hold_s()
+                if hold > 0:  # only offline rows wait: for online ones to ride with, or a pause
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._has_work.wait(), hold)
+                    self._has_work.clear()
+                    continue
                 try:
                     async with self._device_lock():
                         await self._run_one_batch()
@@ -253,7 +290,9 @@ class EtrDeployment:
         return self._device
 
     async def _run_one_batch(self) -> None:
-        batch = self._queue.next_batch(self.config.max_batch_size, time.monotonic())
+        batch = self._queue.next_batch(
+            self.config.max_batch_size, time.monotonic(), max_offline_rows=self._offline_cap()
+        )
         for key in batch.expired:
             pending = self._pending.pop(key, None)
             if pending is not None and not pending.future.done():

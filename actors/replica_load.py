@@ -11,6 +11,7 @@ alarm, the stats the router and the autoscaler read.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -46,6 +47,7 @@ class ReplicaLoad:
         self.speed, self.stuck_after_s = speed, stuck_after_s
         self.by_class = {c: BusyTracker(window_s) for c in TrafficClass}
         self.device = BusyTracker(window_s)
+        self._reported: float | None = None  # monotonic time of the last autoscaling report
 
     @contextmanager
     def working(self, traffic_class: TrafficClass | str) -> Iterator[None]:
@@ -69,10 +71,15 @@ class ReplicaLoad:
         return {"busy": self.device.busy(), "speed": self.speed}
 
     def autoscaling_stats(self) -> dict[str, float]:
+        """Busy since the previous report: Serve averages the reports over its look-back
+        window, so a sliding window here too would smooth twice and scale up seconds late."""
         self._export()
+        now = time.monotonic()
+        since = max(now - self._reported, 0.25) if self._reported is not None else None
+        self._reported = now
         return {
-            "busy_online": self.by_class[TrafficClass.ONLINE].busy(),
-            "busy_offline": self.by_class[TrafficClass.OFFLINE].busy(),
+            "busy_online": self.by_class[TrafficClass.ONLINE].busy(since),
+            "busy_offline": self.by_class[TrafficClass.OFFLINE].busy(since),
         }
 
     def _export(self) -> None:

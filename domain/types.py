@@ -175,12 +175,16 @@ class DispatchWeights:
     max_orders_per_rider : at most this many new orders go to one rider in a round (>= 1).
     candidate_riders : when set, each order is only priced against its this-many nearest riders
         (by straight-line distance to the pickup); ``None`` prices every pair.
+    etr_floor : price each drop-off no earlier than the ETR model's prediction (where a round
+        runs with the model: the served pipeline, or ``etr_minutes`` given); False plans on
+        travel times alone and the served pipeline skips the ETR call.
     """
 
     late_weight: float = 4.0
     max_lateness_s: float = 1800.0
     max_orders_per_rider: int = 1
     candidate_riders: int | None = None
+    etr_floor: bool = True
 
     def __post_init__(self) -> None:
         _non_negative("late_weight", self.late_weight)

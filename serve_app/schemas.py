@@ -152,6 +152,9 @@ class WeightsIn(_Model):
     max_lateness_s: float = Field(1800.0, ge=0, le=86_400, description="Hard lateness limit.")
     max_orders_per_rider: int = Field(1, ge=1, le=10)
     candidate_riders: int | None = Field(None, ge=1, description="Price K nearest riders only.")
+    etr_floor: bool = Field(
+        True, description="Price drop-offs no earlier than the ETR model says; false skips it."
+    )
 
     def to_domain(self) -> DispatchWeights:
         return DispatchWeights(**self.model_dump())
@@ -171,6 +174,9 @@ class DispatchRequest(_Model):
         """(riders, new orders, stops on the longest committed route): ``DispatchSource``."""
         longest = max((len(r.route) for r in self.riders), default=0)
         return len(self.riders), len(self.orders), longest
+
+    def etr_floor(self) -> bool:
+        return self.weights.etr_floor
 
     def new_orders(self) -> tuple[Order, ...]:
         """The new orders as domain types (built once); InvalidInput naming a bad one."""

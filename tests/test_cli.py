@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from cli.main import main
 
@@ -69,3 +70,25 @@ def test_round_reports_warm_up_apart_from_the_round(capsys):
     assert main(["round", "--riders", "20", "--orders", "6"]) == 0
     out = capsys.readouterr().out
     assert "warm-up (ms)" in out and "total_ms" in out
+
+
+MDRP_DAY = Path(__file__).resolve().parents[1] / "data" / "mdrp" / "0r50t75s2p125"
+
+
+def test_replay_writes_the_library_files_and_a_summary(tmp_path, capsys):
+    out = tmp_path / "solution"
+    assert main(["replay", str(MDRP_DAY), "--out", str(out), "--quiet"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["instance"] == "0r50t75s2p125"
+    assert summary["feasible"] and summary["violations"] == []
+    assert summary["delivered_pct"] >= 99.0
+    for name in ("assignments", "orders", "couriers"):
+        assert (out / f"solution_info_{name}.txt").read_text().count("\n") > 1
+    assert json.loads((out / "summary.json").read_text()) == summary
+
+
+def test_replay_of_a_bad_folder_or_round_exits_2_with_a_message(tmp_path, capsys):
+    assert main(["replay", str(tmp_path)]) == 2
+    assert "instance_parameters.txt: cannot read" in capsys.readouterr().err
+    assert main(["replay", str(MDRP_DAY), "--round-s", "90"]) == 2
+    assert "whole number of minutes" in capsys.readouterr().err

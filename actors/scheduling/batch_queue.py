@@ -1,7 +1,9 @@
 """A queue of row-batched requests with traffic classes, for a model that runs batches.
 
 Each request brings ``rows`` rows. ``next_batch(max_rows)`` fills one batch: online requests
-first, oldest first, then offline ones in the room left; a request larger than the room is
+first, oldest first, then offline ones in the room left (at most ``max_offline_rows`` of them:
+a call's time grows with its rows, and online rows arriving during a long offline-filled call
+wait for all of it); a request larger than the room is
 split, its first rows in this batch and the rest in the next (so a legal request is never
 refused for being bigger than a batch). An offline request that has waited ``offline_aging_s``
 is served as online, so a steady online load cannot starve it forever.
@@ -96,10 +98,15 @@ class BatchQueue:
             if traffic_class is None or w.traffic_class is traffic_class
         )
 
-    def next_batch(self, max_rows: int, now: float) -> Batch:
+    def has_online(self, now: float) -> bool:
+        """Whether any waiting request is served as online now (online, or offline aged)."""
+        return any(self._rank(w, now) == TrafficClass.ONLINE.rank for w in self._waiting.values())
+
+    def next_batch(self, max_rows: int, now: float, max_offline_rows: int | None = None) -> Batch:
         """Up to ``max_rows`` rows: online (and aged offline) requests first, oldest first,
-        then offline in the room left. Requests past their deadline that have not started are
-        dropped and listed in ``expired``."""
+        then offline in the room left, at most ``max_offline_rows`` of them (None: no cap).
+        Requests past their deadline that have not started are dropped and listed in
+        ``expired``."""
         if max_rows < 1:
             raise ValueError(f"max_rows must be >= 1, got {max_rows}")
         batch = Batch()
@@ -108,10 +115,16 @@ class BatchQueue:
                 del self._waiting[w.key]
                 batch.expired.append(w.key)
         room = max_rows
+        offline_room = max_rows if max_offline_rows is None else max_offline_rows
         for w in sorted(self._waiting.values(), key=lambda w: (self._rank(w, now), w.key)):
             if room == 0:
                 break
-            n = min(room, w.rows - w.taken)
+            offline = self._rank(w, now) == TrafficClass.OFFLINE.rank
+            n = min(room, w.rows - w.taken, offline_room if offline else room)
+            if n == 0:
+                break  # offline requests sort last: none of the rest fits either
+            if offline:
+                offline_room -= n
             batch.slices.append(Slice(w.key, w.taken, w.taken + n))
             w.taken += n
             room -= n

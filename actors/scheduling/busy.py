@@ -56,12 +56,14 @@ class BusyTracker:
                 self._since = None
             self._prune(now)
 
-    def busy(self) -> float:
-        """Busy share of the last ``window_s`` (of the time since start, if younger), 0..1."""
+    def busy(self, window_s: float | None = None) -> float:
+        """Busy share of the last ``window_s`` (default and at most the tracker's window; of the
+        time since start, if younger), 0..1."""
+        window = self.window_s if window_s is None else min(window_s, self.window_s)
         with self._lock:
             now = self.clock()
             self._prune(now)
-            start = max(now - self.window_s, self._born)
+            start = max(now - window, self._born)
             span = now - start
             if span <= 0:
                 return 1.0 if self._active else 0.0

@@ -69,16 +69,18 @@ class Rider(_message.Message):
     def __init__(self, id: _Optional[str] = ..., position: _Optional[_Union[Position, _Mapping]] = ..., speed_mps: _Optional[float] = ..., capacity: _Optional[float] = ..., route: _Optional[_Iterable[_Union[Stop, _Mapping]]] = ..., orders: _Optional[_Iterable[_Union[Order, _Mapping]]] = ..., picked_up: _Optional[_Iterable[str]] = ..., available_at: _Optional[float] = ...) -> None: ...
 
 class Weights(_message.Message):
-    __slots__ = ("late_weight", "max_lateness_s", "max_orders_per_rider", "candidate_riders")
+    __slots__ = ("late_weight", "max_lateness_s", "max_orders_per_rider", "candidate_riders", "etr_floor")
     LATE_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     MAX_LATENESS_S_FIELD_NUMBER: _ClassVar[int]
     MAX_ORDERS_PER_RIDER_FIELD_NUMBER: _ClassVar[int]
     CANDIDATE_RIDERS_FIELD_NUMBER: _ClassVar[int]
+    ETR_FLOOR_FIELD_NUMBER: _ClassVar[int]
     late_weight: float
     max_lateness_s: float
     max_orders_per_rider: int
     candidate_riders: int
-    def __init__(self, late_weight: _Optional[float] = ..., max_lateness_s: _Optional[float] = ..., max_orders_per_rider: _Optional[int] = ..., candidate_riders: _Optional[int] = ...) -> None: ...
+    etr_floor: bool
+    def __init__(self, late_weight: _Optional[float] = ..., max_lateness_s: _Optional[float] = ..., max_orders_per_rider: _Optional[int] = ..., candidate_riders: _Optional[int] = ..., etr_floor: _Optional[bool] = ...) -> None: ...
 
 class DispatchRequest(_message.Message):
     __slots__ = ("now", "riders", "orders", "weights", "utc_offset_s")

@@ -14,7 +14,8 @@ the same method here with a ``CallContext``. In order, for a dispatch round:
    candidate arrays never leave the solver's process (or its GPU);
 6. unpack: the plan, with the timing of every stage.
 
-So a dispatch costs two hops (ETR, solver), one when every ETR row is cached. The stage names
+So a dispatch costs two hops (ETR, solver), one when every ETR row is cached (or the round
+says `etr_floor: false`). The stage names
 are ``planner.dispatch_round.STAGES``; this module adds ``admission_ms`` and ``decode_ms``, the
 serving path's own.
 """
@@ -61,6 +62,10 @@ class DispatchSource(Protocol):
         """(riders, new orders, stops on the longest committed route)."""
         ...
 
+    def etr_floor(self) -> bool:
+        """Whether the round is priced with the ETR model (``DispatchWeights.etr_floor``)."""
+        ...
+
     def new_orders(self) -> tuple[Order, ...]: ...
 
     def to_round(self) -> DispatchRound: ...
@@ -76,6 +81,9 @@ class DispatchCall:
     def sizes(self) -> tuple[int, int, int]:
         longest = max((len(r.route) for r in self.round_.riders), default=0)
         return len(self.round_.riders), len(self.round_.orders), longest
+
+    def etr_floor(self) -> bool:
+        return self.round_.weights.etr_floor
 
     def new_orders(self) -> tuple[Order, ...]:
         return self.round_.orders
@@ -155,7 +163,7 @@ class Pipeline:
             etr_started = time.perf_counter()
             etr_done: list[float] = []
             etr = None
-            if orders:
+            if orders and call.etr_floor():
                 etr = asyncio.ensure_future(self._etr_minutes(orders, call.utc_offset_s, ctx))
                 etr.add_done_callback(lambda _: etr_done.append(time.perf_counter()))
                 for _ in range(YIELDS_TO_SEND):  # let the hop leave before the CPU work below

@@ -103,3 +103,13 @@ def test_every_row_runs_once_online_first_and_no_batch_is_over_the_limit(request
         assert starts == sorted(starts)
         assert sum(b - a for a, b in parts) == sizes[key]
         assert parts[0][0] == 0 and parts[-1][1] == sizes[key]
+
+
+def test_offline_rows_of_a_batch_can_be_capped_while_online_waits_first():
+    q = BatchQueue()
+    off = q.put(200, TrafficClass.OFFLINE, now=0.0)
+    on = q.put(10, TrafficClass.ONLINE, now=1.0)
+    batch = q.next_batch(256, now=2.0, max_offline_rows=32)
+    assert batch.slices == [Slice(on, 0, 10), Slice(off, 0, 32)]  # 42 rows, not 210
+    assert q.next_batch(256, now=2.0, max_offline_rows=32).slices == [Slice(off, 32, 64)]
+    assert q.next_batch(256, now=2.0).slices == [Slice(off, 64, 200)]  # uncapped: the rest

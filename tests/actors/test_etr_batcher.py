@@ -111,3 +111,23 @@ def test_a_lone_request_runs_at_once_and_bad_rows_are_refused(replica):
     assert rec.batches == [4] and len(replica._queue) == 0
     with pytest.raises(ValueError, match="features"):
         asyncio.run(replica.predict(ROWS[:2, :5]))
+
+
+def test_while_online_traffic_flows_offline_rows_ride_along_capped(replica):
+    rec = Recording(replica)
+    replica.reconfigure({"offline_rows_while_online": 32})
+
+    async def go():
+        await replica.predict(ROWS[0:1])  # online traffic is flowing
+        bulk = asyncio.ensure_future(replica.predict(ROWS[1:41], "offline"))
+        await asyncio.sleep(0.1)
+        held = not bulk.done() and rec.batches == [1]  # no offline-only call meanwhile
+        await replica.predict(ROWS[41:42])  # the next online call takes 32 offline rows along
+        rode = rec.batches[1] == 1 + 32
+        minutes = await bulk  # the last 8 rows run once online traffic pauses
+        return held, rode, minutes
+
+    held, rode, minutes = asyncio.run(go())
+    assert held and rode
+    assert rec.batches[2:] == [8] and rec.classes[2] == "offline"
+    np.testing.assert_allclose(minutes, RUNTIME.predict(ROWS[1:41]), rtol=1e-6)

@@ -61,6 +61,17 @@ def test_overlapping_calls_count_once_and_an_open_call_counts_so_far():
     assert busy.completed == 2
 
 
+def test_a_shorter_window_sees_a_change_sooner():
+    clock = Clock()
+    busy = BusyTracker(window_s=10.0, clock=clock)
+    clock.t = 10.0
+    busy.begin()  # idle 0..10, working from 10
+    clock.t = 11.0
+    assert busy.busy() == pytest.approx(0.1)
+    assert busy.busy(window_s=1.0) == pytest.approx(1.0)
+    assert busy.busy(window_s=100.0) == pytest.approx(0.1)  # never past its own window
+
+
 def test_a_young_tracker_divides_by_its_age_not_the_window():
     clock = Clock()
     busy = BusyTracker(window_s=10.0, clock=clock)
@@ -172,9 +183,10 @@ def test_busy_above_the_band_scales_up_to_the_target():
     assert want(2, 0.9) == 3  # 1.8 replica-equivalents / 0.6
 
 
-def test_busy_inside_the_band_holds():
-    assert want(4, 0.62) == 4
-    assert want(4, 0.52) == 4
+def test_busy_past_the_target_scales_up_at_once_but_down_only_past_the_band():
+    assert want(4, 0.62) == 5  # 2.48 / 0.6
+    assert want(8, 0.52) == 8  # 7 would do, but 0.52 is inside the band
+    assert want(8, 0.45) == 6  # 3.6 / 0.6
 
 
 def test_busy_below_the_band_scales_down_to_the_target():
@@ -186,10 +198,18 @@ def test_saturated_replicas_double_since_busy_cannot_say_how_far_past_capacity()
     assert want(3, 0.0, 1.0) == 3  # offline saturation alone does not double
 
 
-def test_more_waiting_than_running_is_saturation_before_busy_shows_it():
-    assert desired_replicas(2, 0.75, 0.0, POLICY, waiting=3).replicas == 4  # doubles
-    # a deep queue: (2 running + 12 waiting) / 2 per replica = 7
-    assert desired_replicas(2, 0.75, 0.0, POLICY, waiting=12).replicas == 7
+def test_a_queue_is_saturation_before_busy_shows_it():
+    assert desired_replicas(2, 0.75, 0.0, POLICY, requests=2.5).replicas == 3  # no queue
+    assert desired_replicas(2, 0.75, 0.0, POLICY, requests=5).replicas == 4  # doubles
+    # a deep queue: 14 requests / 1.5 per replica = 10 (capped at 8)
+    assert desired_replicas(2, 0.75, 0.0, POLICY, requests=14).replicas == 8
+    assert desired_replicas(4, 0.75, 0.0, POLICY, requests=14).replicas == 8
+
+
+def test_an_offline_backlog_is_not_online_pressure():
+    # 20 requests, but 90% of the work is offline: 2 online requests, no saturation; offline
+    # demand adds its share (1 + 2) and no more
+    assert desired_replicas(2, 0.1, 0.9, POLICY, requests=20).replicas == 3
 
 
 def test_offline_demand_alone_adds_at_most_its_share():

@@ -1,0 +1,71 @@
+"""A served replay's decision maker: every round of ``planner.mdrp`` through ``/v1/dispatch``.
+
+``ServedDecider(url, speedup)`` is a ``planner.mdrp.replay.Decide``: it posts each round as the
+JSON API takes it and reads back who got which order. With ``speedup`` the rounds are paced at
+that many times the day's real time (round at minute t leaves t x 60 / speedup seconds after the
+first), so a replayed day is also a realistic load on the app; without it they go as fast as
+they are answered. A shed round (503/429) is sent again after its Retry-After: nothing is lost.
+"""
+
+from __future__ import annotations
+
+import time
+from types import TracebackType
+
+import httpx
+import orjson
+
+from domain import DispatchRound
+from serve_app.schemas import DispatchRequest
+
+MAX_RETRIES = 20
+
+
+class ServedDecider:
+    def __init__(self, url: str, speedup: float | None = None, timeout_s: float = 60.0) -> None:
+        if speedup is not None and speedup <= 0:
+            raise ValueError(f"speedup must be > 0, got {speedup}")
+        self.endpoint = url.rstrip("/") + "/v1/dispatch"
+        self.speedup = speedup
+        self.client = httpx.Client(timeout=timeout_s)
+        self._t0: tuple[float, float] | None = None  # (first round's day time, wall time)
+        self.retries = 0
+
+    def __call__(self, round_: DispatchRound) -> dict[str, str]:
+        """order id -> rider id; raises httpx.HTTPStatusError on an answer other than 200
+        (after retrying shed rounds)."""
+        self._pace(round_.now)
+        body = DispatchRequest.from_domain(round_).model_dump_json().encode()
+        for _ in range(MAX_RETRIES):
+            resp = self.client.post(
+                self.endpoint, content=body, headers={"content-type": "application/json"}
+            )
+            if resp.status_code in (429, 503):
+                self.retries += 1
+                time.sleep(float(resp.headers.get("retry-after", "1")))
+                continue
+            resp.raise_for_status()
+            return {a["order_id"]: a["rider_id"] for a in orjson.loads(resp.content)["assignments"]}
+        resp.raise_for_status()
+        raise RuntimeError(f"{self.endpoint}: still shed after {MAX_RETRIES} tries")
+
+    def _pace(self, day_s: float) -> None:
+        if self.speedup is None:
+            return
+        if self._t0 is None:
+            self._t0 = (day_s, time.monotonic())
+        due = self._t0[1] + (day_s - self._t0[0]) / self.speedup
+        wait = due - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+
+    def __enter__(self) -> ServedDecider:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.client.close()

@@ -1,0 +1,199 @@
+"""MDRP days: the loader's errors, a replay that the independent evaluator passes, and the
+evaluator catching each kind of broken solution (hand-made, on a three-order day)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from planner.mdrp import InstanceError, ReplayPolicy, evaluate, load_instance, replay
+from planner.mdrp.solution import FILES, write_solution
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "mdrp"
+DAY = DATA / "0o50t100s1p100"
+
+TINY = {
+    "instance_parameters.txt": "meters_per_minute\tpickup service minutes\tdropoff service "
+    "minutes\ttarget click-to-door\tmaximum click-to-door\tpay per order\tguaranteed pay per "
+    "hour\n100\t4\t4\t40\t90\t10\t15\n",
+    "restaurants.txt": "restaurant\tx\ty\nr1\t0\t0\nr2\t1000\t0\n",
+    "orders.txt": "order\tx\ty\tplacement_time\trestaurant\tready_time\n"
+    "o1\t0\t500\t0\tr1\t10\no2\t0\t1000\t2\tr1\t12\no3\t1000\t500\t5\tr2\t15\n",
+    "couriers.txt": "courier\tx\ty\ton_time\toff_time\nc1\t0\t0\t0\t120\nc2\t1000\t1000\t0\t120\n",
+}
+# c1 takes o1 and o2 from r1 (it starts there); c2 drives 10 min to r2 for o3.
+VALID = {
+    "solution_info_assignments.txt": "assignment_time pickup_time courier orders\n"
+    "2 12 c1 o1 o2\n5 17 c2 o3\n",
+    "solution_info_orders.txt": "order placement_time ready_time pickup_time dropoff_time courier\n"
+    "o1 0 10 12 21 c1\no2 2 12 12 30 c1\no3 5 15 17 26 c2\n",
+    "solution_info_couriers.txt": "courier departure_time origin destination\n"
+    "c1 2 0 r1\nc1 14 r1 o1\nc1 23 o1 o2\nc2 5 0 r2\nc2 19 r2 o3\n",
+}
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Path:
+    return _write(tmp_path / "tiny", TINY)
+
+
+def broken(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    files = dict(VALID)
+    assert old in files[name]
+    files[name] = files[name].replace(old, new)
+    return _write(tmp_path / "broken", files)
+
+
+# ---- loader ---------------------------------------------------------------------------------
+def test_an_instance_loads_with_its_rules(tiny: Path):
+    inst = load_instance(tiny)
+    assert [o.id for o in inst.orders] == ["o1", "o2", "o3"]
+    assert inst.travel_minutes((0, 0), (0, 450)) == 5  # ceil(4.5)
+    assert load_instance(DAY).params.meters_per_minute == 320
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "message"),
+    [
+        (
+            "orders.txt",
+            "o2\t0\t1000\t2\tr1",
+            "o2\t0\t1000\t2\tr9",
+            "orders.txt:3: unknown restaurant",
+        ),
+        ("orders.txt", "o3\t1000\t500\t5", "o3\t1000\t500\tfive", "orders.txt:4: placement_time"),
+        (
+            "couriers.txt",
+            "c2\t1000\t1000\t0\t120",
+            "c2\t1000\t1000\t0",
+            "couriers.txt:3: expected 5",
+        ),
+        ("couriers.txt", "c1\t0\t0\t0\t120", "c1\t0\t0\t130\t120", "couriers.txt:2: off_time"),
+        ("restaurants.txt", "r2\t1000", "r1\t1000", "restaurants.txt:3: duplicate"),
+    ],
+)
+def test_a_bad_file_is_named_with_its_line(tmp_path: Path, name, old, new, message):
+    files = dict(TINY)
+    files[name] = files[name].replace(old, new)
+    with pytest.raises(InstanceError, match=message.replace(".", r"\.")):
+        load_instance(_write(tmp_path / "bad", files))
+
+
+def test_a_missing_file_is_named(tiny: Path):
+    (tiny / "couriers.txt").unlink()
+    with pytest.raises(InstanceError, match=r"couriers\.txt: cannot read"):
+        load_instance(tiny)
+
+
+# ---- evaluator ------------------------------------------------------------------------------
+def test_the_hand_made_solution_is_feasible_and_scored(tiny: Path, tmp_path: Path):
+    ev = evaluate(tiny, _write(tmp_path / "ok", VALID))
+    assert ev.violations == []
+    m = ev.metrics
+    assert m.delivered_pct == 100
+    assert m.click_to_door_mean == pytest.approx((21 + 28 + 21) / 3)
+    assert m.ready_to_pickup_mean == pytest.approx((2 + 0 + 2) / 3)
+    assert m.orders_per_bundle == 1.5
+    # pay: each courier's 2 h guarantee ($30) beats $10 x orders: $60 for 3 orders
+    assert m.cost_per_order == pytest.approx(20.0)
+    # driving 0+5+5 + 10+5 = 25 min, service 4+8 + 4+4 = 20 min, over 240 duty minutes
+    assert m.utilisation == pytest.approx(45 / 240)
+
+
+@pytest.mark.parametrize(
+    ("name", "old", "new", "message"),
+    [
+        ("solution_info_assignments.txt", "5 17 c2 o3", "5 17 c2 o3 o1", "more than one bundle"),
+        ("solution_info_assignments.txt", "2 12 c1", "1 12 c1", "before order o2 was placed"),
+        ("solution_info_assignments.txt", "5 17 c2 o3", "5 14 c2 o3", "before order o3 is ready"),
+        ("solution_info_assignments.txt", "5 17 c2 o3", "5 127 c2 o3", "after courier c2's off"),
+        (
+            "solution_info_assignments.txt",
+            "2 12 c1 o1 o2",
+            "2 12 c1 o1 o3",
+            "more than one restaurant",
+        ),
+        ("solution_info_couriers.txt", "c2 5 0 r2", "c2 8 0 r2", "c2 is not at r2 by 15"),
+        ("solution_info_couriers.txt", "c1 14 r1 o1", "c1 13 r1 o1", "leaves r1 before the pickup"),
+        ("solution_info_couriers.txt", "c1 23 o1 o2", "c1 23 r1 o2", "leaves r1 but is at o1"),
+        ("solution_info_couriers.txt", "c1 23 o1 o2", "c1 22 o1 o2", "busy until 23"),
+        (
+            "solution_info_orders.txt",
+            "o2 2 12 12 30 c1",
+            "o2 2 12 12 24 c1",
+            "3 min after the previous",
+        ),
+        (
+            "solution_info_orders.txt",
+            "o2 2 12 12 30 c1",
+            "o2 2 12 12 27 c1",
+            "does not reach the customer",
+        ),
+        (
+            "solution_info_orders.txt",
+            "o3 5 15 17 26 c2",
+            "o3 5 15 17 26 c1",
+            "disagree with its bundle",
+        ),
+        (
+            "solution_info_orders.txt",
+            "o3 5 15 17 26 c2",
+            "o3 5 15 nan nan nan",
+            "not listed as delivered",
+        ),
+    ],
+)
+def test_each_violation_is_caught(tiny: Path, tmp_path: Path, name, old, new, message):
+    ev = evaluate(tiny, broken(tmp_path, name, old, new))
+    assert not ev.feasible
+    assert any(message in v for v in ev.violations), ev.violations
+
+
+# ---- replay ---------------------------------------------------------------------------------
+def test_a_replayed_day_passes_the_independent_evaluator(tmp_path: Path):
+    inst = load_instance(DAY)
+    day = replay(inst)
+    paths = write_solution(inst, day, tmp_path / "sol")
+    assert [p.name for p in paths] == list(FILES)
+    ev = evaluate(DAY, tmp_path / "sol")
+    assert ev.violations == []
+    assert ev.metrics.delivered_pct >= 99.0
+    assert ev.metrics.orders_per_bundle >= 1.0
+    # every order is either in exactly one bundle or reported undelivered
+    bundled = [o for b in day.bundles for o in b.orders]
+    assert len(bundled) == len(set(bundled))
+    assert sorted(bundled + day.undelivered) == sorted(o.id for o in inst.orders)
+
+
+def test_an_assignment_is_committed_only_when_its_courier_must_leave(tiny: Path, tmp_path: Path):
+    inst = load_instance(tiny)
+    policy = ReplayPolicy(candidate_riders=None)
+    day = replay(inst, policy)
+    write_solution(inst, day, tmp_path / "sol")
+    assert evaluate(tiny, tmp_path / "sol").violations == []
+    assert sorted(o for b in day.bundles for o in b.orders) == ["o1", "o2", "o3"]
+    firsts = {}
+    for b in day.bundles:  # a courier's first bundle starts where the courier started
+        firsts.setdefault(b.courier, b)
+    for cid, b in firsts.items():
+        courier = next(c for c in inst.couriers if c.id == cid)
+        rest = inst.restaurants[b.restaurant]
+        ready = min(o.ready for o in inst.orders if o.id in b.orders)
+        arrive = b.assigned_at + inst.travel_minutes((courier.x, courier.y), (rest.x, rest.y))
+        assert arrive + 2 >= ready - policy.round_min  # at most a round early for the food
+
+
+def test_a_copy_of_the_day_replays_the_same(tmp_path: Path):
+    shutil.copytree(DAY, tmp_path / "copy")
+    a = replay(load_instance(DAY))
+    b = replay(load_instance(tmp_path / "copy"))
+    assert a.bundles == b.bundles
