@@ -61,6 +61,8 @@ class ReplayPolicy:
     shift_margin_min: int = 5
     lookahead_min: int = 10
     candidate_riders: int | None = 48
+    commit_early_min: int = 0
+    bundle_others: bool = False
 
     def __post_init__(self) -> None:
         if self.round_min < 1:
@@ -256,7 +258,8 @@ class DaySimulator:
             return  # held: the courier is not free yet, the order may wait for it
         rest = self.inst.restaurants[order.restaurant]
         to_rest = self.travel((state.x, state.y), (rest.x, rest.y))
-        if order.ready - to_rest - self.half_pickup > t + self.policy.round_min - 1:
+        slack = self.policy.round_min - 1 + self.policy.commit_early_min
+        if order.ready - to_rest - self.half_pickup > t + slack:
             return  # no need to leave yet: decide again next round
         arrive = t + to_rest
         pickup = max(order.ready, arrive + self.half_pickup)
@@ -298,7 +301,7 @@ class DaySimulator:
                 for o in open_.values()
                 if o.restaurant == first.restaurant
                 and o.id != first.id
-                and o.id not in taken
+                and (self.policy.bundle_others or o.id not in taken)
                 and o.ready <= pickup + self.policy.bundle_wait_min
             ),
             key=lambda o: (o.placed, o.id),
