@@ -3,33 +3,46 @@
 Discrete time in the instance's integer minutes. Every ``round_min`` minutes the orders placed
 and not yet committed, and the couriers that are (or soon will be) on shift with time left to
 pick up, become a ``DispatchRound``: a courier is a rider at the place and time it will be free
-(MDRP couriers cannot be diverted, so only their last drop-off and its time matter), an order
-is due at its target click-to-door. ``dispatch_round`` gives each order its best courier (one
-order per courier per round, MDRP's one-restaurant bundles are formed at commitment).
+(MDRP couriers cannot be diverted, so only their last drop-off and its time matter); an order
+is due at the earliest drop-off still possible (a courier waiting at the restaurant when the
+food is ready, or leaving now if that has passed), so the dispatch prices each assignment by
+the minutes of click-to-door it adds (``late_weight`` minutes of driving each). Up to
+``max_bundle`` orders per courier per plan; the MDRP's one-restaurant bundles are formed at
+commitment.
 
 What a decision becomes is ``ReplayPolicy``'s, and only what must be final now is made final:
 
-* **Commit late.** An assignment is committed only when its courier is free now and must leave
-  within this round to reach the restaurant by the food's ready time (or the food is ready).
-  Otherwise the order stays open: the next round may find a better courier (one finishing a
-  drop-off nearby) or a bundle partner, and the courier stays free for other orders.
-* **Bundle one restaurant's orders.** A committed order takes along open orders of the same
-  restaurant whose food is ready by the pickup (plus ``bundle_wait_min``), as long as every
-  order in the bundle still arrives within the target click-to-door; drop-offs in nearest-first
-  order. Fewer courier trips, at the cost of a few minutes for the later drop-offs.
-* **Shifts.** No pickup after a courier's off time: a courier is offered only while it can
-  reach a restaurant in time, and an assignment whose pickup would fall after the off time is
-  not committed.
+* **Commit late.** A courier's most urgent planned order is committed only when the courier
+  is free now and must leave within this round to reach the restaurant by the food's ready
+  time (or the food is ready). Otherwise the order stays open: the next round may find a
+  better courier (one finishing a drop-off nearby) or a bundle partner, and the courier stays
+  free for other orders.
+* **Bundle one restaurant's orders.** A committed order takes along open orders of its
+  restaurant whose food is ready by the pickup (plus ``bundle_wait_min``) and that the round
+  did not plan for another courier, as long as every order in the bundle still arrives within
+  the target click-to-door. When couriers are short (more open orders than free couriers) a
+  bundle also takes orders planned for others, and may delay its orders by up to
+  ``bundle_delay_min`` each: a mate served now beats one waiting for a courier. Drop-offs
+  nearest first.
+* **Shifts.** No pickup after a courier's off time: a courier is offered only while
+  ``shift_margin_min`` is left, and one whose pickup would fall after its off time is left
+  out and the round planned again without it.
+* **Sunk lateness.** Each round re-bases an order's due time on what is still possible, so an
+  order that has waited costs no more to assign than a fresh one (priced against its original
+  promise, a waiting order is the dearest to assign, and with couriers short the assignment
+  would leave it out round after round).
 
 Travel in the decisions is the dispatch model's (straight line at the instance's speed); the
-simulation itself uses MDRP's exact rule (ceil of distance / speed, whole minutes).
+simulation itself uses MDRP's exact rule (ceil of distance / speed, whole minutes). The ETR
+model is not used (``etr_floor`` off): in MDRP the delivery time is the schedule's, known
+exactly, and the model was trained on another market's deliveries.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider
 from domain.geo import EARTH_RADIUS_M
@@ -37,6 +50,7 @@ from planner.dispatch_round import dispatch_round
 from planner.mdrp.instance import Courier, Instance, MdrpOrder, Restaurant
 
 _DEG_PER_M = 180.0 / (math.pi * EARTH_RADIUS_M)
+SHIFT_RETRIES = 3
 MAX_LATENESS_S = 86_400.0  # no hard limit within a day (and what the served API accepts)
 
 
@@ -48,21 +62,26 @@ def _latlng(x: float, y: float) -> LatLng:
 
 @dataclass(frozen=True)
 class ReplayPolicy:
-    """round_min : minutes between rounds; late_weight : minutes of travel one minute past the
-    target click-to-door is worth; max_bundle : orders per bundle, at most; bundle_wait_min :
-    how long past the planned pickup a bundled order's food may be ready; shift_margin_min :
-    a courier is offered only with this long left before its off time; lookahead_min : a
-    courier coming on shift this soon is offered already (it can be held for)."""
+    """round_min : minutes between rounds; late_weight : minutes of driving one minute of
+    added click-to-door is worth; max_bundle : orders per bundle (and planned per courier), at
+    most; bundle_wait_min : how long past the planned pickup a mate's food may be ready;
+    bundle_delay_min : with couriers short, how much a mate may delay each order of a bundle;
+    shift_margin_min : a courier is offered only with this long left before its off time;
+    lookahead_min : a courier coming on shift this soon is offered already (it can be held
+    for); candidate_riders : each order priced against its nearest K couriers (None: all);
+    commit_early_min : commit this many minutes before a courier must leave (measured: no
+    gain); rebase_promise : due times re-based each round (see the module docstring)."""
 
     round_min: int = 1
     late_weight: float = 4.0
     max_bundle: int = 3
-    bundle_wait_min: int = 0
+    bundle_wait_min: int = 5
     shift_margin_min: int = 5
     lookahead_min: int = 10
     candidate_riders: int | None = 48
     commit_early_min: int = 0
-    bundle_others: bool = False
+    rebase_promise: bool = True
+    bundle_delay_min: float = 10.0
 
     def __post_init__(self) -> None:
         if self.round_min < 1:
@@ -110,6 +129,7 @@ class Replay:
     moves: list[Move] = field(default_factory=list)
     undelivered: list[str] = field(default_factory=list)
     rounds: int = 0
+    plans: int = 0  # dispatch calls (a round plans again without couriers past their shift)
     dispatch_ms: float = 0.0
 
 
@@ -139,6 +159,7 @@ class DaySimulator:
         self.couriers = {c.id: CourierState(c, "0", c.x, c.y, c.on) for c in instance.couriers}
         self.orders = {o.id: o for o in instance.orders}
         self._domain_orders = {o.id: self._order(o) for o in instance.orders}
+        self._short = False  # this round has more open orders than free couriers
 
     def travel(self, a: tuple[float, float], b: tuple[float, float]) -> int:
         return self.inst.travel_minutes(a, b)
@@ -155,6 +176,19 @@ class DaySimulator:
             pickup_service_s=self.inst.params.pickup_service * 60.0,
             dropoff_service_s=self.inst.params.dropoff_service * 60.0,
         )
+
+    def _due_now(self, order: Order, t: int) -> Order:
+        """The order as round ``t`` prices it: due at the earliest drop-off still possible.
+
+        Lateness already built up is sunk: priced against the original promise, an order that
+        has waited would cost more to assign than a fresh one whatever courier takes it, and
+        with couriers short (the assignment leaves the dearest orders out) it would keep
+        waiting: starvation. Re-based, every order is priced by the delay a courier adds."""
+        if not self.policy.rebase_promise:
+            return order
+        ride = order.promised_at - order.ready_at  # pickup service + ride + half a drop-off
+        due = max(order.promised_at, t * 60.0 + ride)
+        return order if due == order.promised_at else replace(order, promised_at=due)
 
     def _earliest_dropoff(self, o: MdrpOrder) -> float:
         """The drop-off minute with a courier waiting at the restaurant when the food is ready.
@@ -210,11 +244,26 @@ class DaySimulator:
         return riders
 
     def _round(self, t: int, open_: dict[str, MdrpOrder], out: Replay) -> None:
+        # The dispatch does not know shift ends: a courier it picks that would reach the
+        # restaurant after its off time is left out and the round planned again without it
+        # (else the order would be held for that courier round after round).
+        excluded: set[str] = set()
+        for _ in range(SHIFT_RETRIES):
+            riders = [r for r in self._riders(t) if r.id not in excluded]
+            if not riders or not open_:
+                return
+            late = self._plan_and_commit(t, riders, open_, out)
+            if not late:
+                return
+            excluded |= late
+
+    def _plan_and_commit(
+        self, t: int, riders: list[Rider], open_: dict[str, MdrpOrder], out: Replay
+    ) -> set[str]:
+        """One plan of round ``t``; commits what must be final now. Returns the couriers whose
+        pickup would fall after their shift."""
         import time
 
-        riders = self._riders(t)
-        if not riders:
-            return
         weights = DispatchWeights(
             late_weight=self.policy.late_weight,
             max_lateness_s=MAX_LATENESS_S,
@@ -225,12 +274,13 @@ class DaySimulator:
         round_ = DispatchRound(
             now=t * 60.0,
             riders=tuple(riders),
-            orders=tuple(self._domain_orders[oid] for oid in open_),
+            orders=tuple(self._due_now(self._domain_orders[oid], t) for oid in open_),
             weights=weights,
         )
         t0 = time.perf_counter()
         chosen = self.decide(round_)
         out.dispatch_ms += (time.perf_counter() - t0) * 1e3
+        out.plans += 1
         planned: dict[str, list[MdrpOrder]] = {}
         for oid, cid in chosen.items():
             if oid in open_:
@@ -238,11 +288,15 @@ class DaySimulator:
         # Per courier, its most urgent order leads; the courier whose lead's food is ready
         # first commits (and bundles) first.
         leads = {cid: min(orders, key=lambda o: (o.ready, o.id)) for cid, orders in planned.items()}
+        late: set[str] = set()
+        self._short = len(open_) > sum(r.available_at is None for r in riders)
         for cid in sorted(leads, key=lambda c: (leads[c].ready, leads[c].id)):
             lead = leads[cid]
             if lead.id in open_:
                 others = {oid for oid, c in chosen.items() if c != cid}
-                self._maybe_commit(t, lead, self.couriers[cid], open_, out, others)
+                if self._maybe_commit(t, lead, self.couriers[cid], open_, out, others) == "late":
+                    late.add(cid)
+        return late
 
     def _maybe_commit(
         self,
@@ -252,20 +306,23 @@ class DaySimulator:
         open_: dict[str, MdrpOrder],
         out: Replay,
         taken: set[str],
-    ) -> None:
+    ) -> str:
+        """ "committed", "held" (decide again next round) or "late" (after the shift's end)."""
         c = state.courier
         if state.free_at > t or c.on > t:
-            return  # held: the courier is not free yet, the order may wait for it
+            return "held"  # the courier is not free yet: the order may wait for it
         rest = self.inst.restaurants[order.restaurant]
         to_rest = self.travel((state.x, state.y), (rest.x, rest.y))
         slack = self.policy.round_min - 1 + self.policy.commit_early_min
         if order.ready - to_rest - self.half_pickup > t + slack:
-            return  # no need to leave yet: decide again next round
+            return "held"  # no need to leave yet
         arrive = t + to_rest
         pickup = max(order.ready, arrive + self.half_pickup)
         if pickup > c.off:
-            return
+            return "late"
         bundle = self._bundle(order, rest, pickup, open_, taken)
+        if max(self.orders[o].ready for o in bundle) > c.off:  # a mate's food: after the shift
+            bundle = [order.id]
         pickup = max([pickup] + [self.orders[o].ready for o in bundle])
         here, when, drops, moves = (rest.x, rest.y), pickup + self.half_pickup, [], []
         moves.append(Move(c.id, t, state.place, rest.id))
@@ -282,6 +339,7 @@ class DaySimulator:
             Bundle(t, c.id, rest.id, tuple(bundle), t, _minute(pickup), tuple(drops))
         )
         state.place, (state.x, state.y), state.free_at = place, here, _minute(when)
+        return "committed"
 
     def _bundle(
         self,
@@ -301,7 +359,7 @@ class DaySimulator:
                 for o in open_.values()
                 if o.restaurant == first.restaurant
                 and o.id != first.id
-                and (self.policy.bundle_others or o.id not in taken)
+                and (self._short or o.id not in taken)
                 and o.ready <= pickup + self.policy.bundle_wait_min
             ),
             key=lambda o: (o.placed, o.id),
@@ -311,9 +369,29 @@ class DaySimulator:
                 break
             trial = self._drop_order([*bundle, mate.id], (rest.x, rest.y))
             start = max([pickup] + [self.orders[o].ready for o in trial])
-            if all(c2d <= target for c2d in self._click_to_door(trial, (rest.x, rest.y), start)):
+            times = self._click_to_door(trial, (rest.x, rest.y), start)
+            if all(c2d <= target for c2d in times) or (
+                self._short and self._delays_at_most(bundle, trial, times, pickup, rest)
+            ):
                 bundle = trial
         return self._drop_order(bundle, (rest.x, rest.y))
+
+    def _delays_at_most(
+        self,
+        bundle: list[str],
+        trial: list[str],
+        times: list[float],
+        pickup: float,
+        rest: Restaurant,
+    ) -> bool:
+        """Whether ``trial`` (``bundle`` plus a mate) delays no order of ``bundle`` by more than
+        ``bundle_delay_min`` (couriers short: a mate served now beats one waiting for a courier)."""
+        start = max([pickup] + [self.orders[o].ready for o in bundle])
+        before = dict(
+            zip(bundle, self._click_to_door(bundle, (rest.x, rest.y), start), strict=True)
+        )
+        after = dict(zip(trial, times, strict=True))
+        return all(after[o] - before[o] <= self.policy.bundle_delay_min for o in bundle)
 
     def _drop_order(self, ids: list[str], start: tuple[float, float]) -> list[str]:
         left, order, here = list(ids), [], start
