@@ -235,11 +235,13 @@ def _replay(args: argparse.Namespace) -> int:
             last[0] = time.perf_counter()
             print(f"  minute {t} of {end}", file=sys.stderr, flush=True)
 
+    served = None
     if args.url:
         from serve_app.ops.replay_client import ServedDecider
 
         with ServedDecider(args.url, speedup=args.speedup) as decide:
             day = replay(inst, policy, decide, progress=progress)
+        served = {"url": args.url, "speedup": args.speedup, **decide.summary()}
     else:
         day = replay(inst, policy, progress=progress)
     seconds = time.perf_counter() - t0
@@ -252,6 +254,7 @@ def _replay(args: argparse.Namespace) -> int:
         "rounds": day.rounds,
         "dispatch_ms": round(day.dispatch_ms, 1),
         "policy": asdict(policy),
+        **({"served": served} if served else {}),
         **ev.as_dict(),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -30,12 +30,15 @@ class ServedDecider:
         self.client = httpx.Client(timeout=timeout_s)
         self._t0: tuple[float, float] | None = None  # (first round's day time, wall time)
         self.retries = 0
+        self.latencies_ms: list[float] = []  # per round, retries included
+        self.late_s = 0.0  # how far behind the paced schedule rounds were sent, at most
 
     def __call__(self, round_: DispatchRound) -> dict[str, str]:
         """order id -> rider id; raises httpx.HTTPStatusError on an answer other than 200
         (after retrying shed rounds)."""
         self._pace(round_.now)
         body = DispatchRequest.from_domain(round_).model_dump_json().encode()
+        t0 = time.perf_counter()
         for _ in range(MAX_RETRIES):
             resp = self.client.post(
                 self.endpoint, content=body, headers={"content-type": "application/json"}
@@ -45,6 +48,7 @@ class ServedDecider:
                 time.sleep(float(resp.headers.get("retry-after", "1")))
                 continue
             resp.raise_for_status()
+            self.latencies_ms.append((time.perf_counter() - t0) * 1e3)
             return {a["order_id"]: a["rider_id"] for a in orjson.loads(resp.content)["assignments"]}
         resp.raise_for_status()
         raise RuntimeError(f"{self.endpoint}: still shed after {MAX_RETRIES} tries")
@@ -58,6 +62,23 @@ class ServedDecider:
         wait = due - time.monotonic()
         if wait > 0:
             time.sleep(wait)
+        else:
+            self.late_s = max(self.late_s, -wait)
+
+    def summary(self) -> dict[str, float]:
+        """Rounds sent, their latency p50/p99 (ms), shed-and-retried count, worst pacing lag."""
+        lat = sorted(self.latencies_ms)
+
+        def pct(q: float) -> float:
+            return round(lat[min(len(lat) - 1, int(q * len(lat)))], 1) if lat else 0.0
+
+        return {
+            "rounds": len(lat),
+            "p50_ms": pct(0.5),
+            "p99_ms": pct(0.99),
+            "retries": self.retries,
+            "behind_schedule_s": round(self.late_s, 2),
+        }
 
     def __enter__(self) -> ServedDecider:
         return self

@@ -27,6 +27,7 @@ def test_a_served_replay_decides_as_the_in_process_one(serve_url: str, tmp_path:
     local = replay(inst)
     with ServedDecider(serve_url) as decide:
         served = replay(inst, decide=decide)
+    assert decide.summary()["rounds"] == served.plans
     assert served.rounds == local.rounds > 10
     assert served.bundles == local.bundles
     assert served.undelivered == local.undelivered
