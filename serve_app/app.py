@@ -48,6 +48,8 @@ from serve_app.pipeline import (
     Pipeline,
     SolveCall,
 )
+from serve_app.pipeline.api_keys import OPEN, ApiKeys
+from serve_app.pipeline.errors import Unauthenticated
 from serve_app.request_metrics import RequestMetrics
 from serve_app.schemas import (
     DispatchRequest,
@@ -97,6 +99,8 @@ async def _error(request: Request, exc: Exception) -> Response:
     after = retry_after_s(exc)
     if after is not None:
         headers["Retry-After"] = retry_after_header(after)
+    if isinstance(exc, Unauthenticated):
+        headers["WWW-Authenticate"] = 'Bearer realm="orml-serve"'
     return JSONResponse(content, answer.http_status, headers)
 
 
@@ -140,6 +144,12 @@ class DispatchIngress(GrpcIngress):
         self.cache = build_cache(self.args.cache)
         self._cache_metrics = CacheMetrics("etr")
         self.admission = build_admission(self.args)
+        auth = self.args.auth
+        self.api_keys = (
+            ApiKeys.load(auth.protected, auth.tokens_env, auth.tokens_file)
+            if auth.protected
+            else OPEN
+        )
         self.pipeline = Pipeline(
             solver=self.solver,
             etr=self.etr,
@@ -151,7 +161,8 @@ class DispatchIngress(GrpcIngress):
         )
         self._heap = HeapProbe()
 
-    def _context(self, request: Request, traffic_class: TrafficClass) -> CallContext:
+    def _context(self, request: Request, traffic_class: TrafficClass, endpoint: str) -> CallContext:
+        self.api_keys.check(endpoint, request.headers.get("authorization"))
         a = self.args.admission
         key = None if a.priority_key is None else a.priority_key.get_secret_value()
         return http_edge.context(request, traffic_class, a.default_timeout_s, key)
@@ -183,7 +194,7 @@ class DispatchIngress(GrpcIngress):
     # ---- HTTP -------------------------------------------------------------------------------
     @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")
     async def dispatch(self, request: Request) -> Response:
-        ctx = self._context(request, TrafficClass.ONLINE)
+        ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
         async def decode() -> DispatchRequest:
             return await http_edge.parse(request, DispatchRequest)
@@ -193,7 +204,7 @@ class DispatchIngress(GrpcIngress):
 
     @api.post("/v1/etr", response_model=EtrResponse, summary="Predict delivery minutes")
     async def etr_minutes(self, request: Request) -> Response:
-        ctx = self._context(request, TrafficClass.ONLINE)
+        ctx = self._context(request, TrafficClass.ONLINE, "etr")
 
         async def decode() -> EtrCall:
             req = await http_edge.parse(request, EtrRequest)
@@ -223,7 +234,7 @@ class DispatchIngress(GrpcIngress):
         summary="Predict delivery minutes for many orders (offline: re-scoring, backfills)",
     )
     async def etr_bulk(self, request: Request) -> Response:
-        ctx = self._context(request, TrafficClass.OFFLINE)
+        ctx = self._context(request, TrafficClass.OFFLINE, "etr_bulk")
 
         async def decode() -> EtrCall:
             req = await http_edge.parse(request, EtrRequest)
@@ -239,7 +250,7 @@ class DispatchIngress(GrpcIngress):
         summary="Solve a static PDPTW instance (offline traffic; cached per instance)",
     )
     async def routes_solve(self, request: Request) -> Response:
-        ctx = self._context(request, TrafficClass.OFFLINE)
+        ctx = self._context(request, TrafficClass.OFFLINE, "solve")
         name = ""
 
         async def decode() -> SolveCall:
@@ -279,8 +290,9 @@ class DispatchIngress(GrpcIngress):
         )
 
     @api.post("/admin/faults", include_in_schema=False)
-    async def inject_fault(self, req: FaultRequest) -> dict[str, Any]:
+    async def inject_fault(self, req: FaultRequest, request: Request) -> dict[str, Any]:
         """Drills only: 404 unless deployed with ``resilience.fault_injection: true``."""
+        self.api_keys.check("admin", request.headers.get("authorization"))
         if not self.args.resilience.fault_injection:
             raise HTTPException(status_code=404, detail="Not Found")
         handle = self.solver.handle if req.deployment == "OrSolver" else self.etr.handle

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -110,6 +111,29 @@ class AdmissionArgs(BaseModel):
     )
 
 
+Endpoint = Literal["dispatch", "etr", "etr_bulk", "solve", "admin"]
+
+
+class AuthArgs(BaseModel):
+    """API keys (``serve_app.pipeline.api_keys``): which endpoints need a bearer token, and
+    where the tokens are. Off by default (local use); on in production (README "Deploy")."""
+
+    model_config = ConfigDict(extra="forbid")
+    protected: list[Endpoint] = Field(
+        default_factory=list,
+        description="Endpoints that answer 401/403 without a valid token; empty: auth off. "
+        "Health and readiness are never protected.",
+    )
+    tokens_env: str | None = Field(
+        "ORML_API_TOKENS",
+        description="Environment variable with token entries ('TOKEN' or 'TOKEN endpoint,...', "
+        "';'-separated), read by the ingress replicas.",
+    )
+    tokens_file: Path | None = Field(
+        None, description="A secret file with one token entry per line (# comments)."
+    )
+
+
 class DispatchAppArgs(BaseModel):
     """Arguments of ``serve_app.builder:app_builder``."""
 
@@ -139,3 +163,4 @@ class DispatchAppArgs(BaseModel):
     cache: CacheArgs = Field(default_factory=CacheArgs)
     resilience: ResilienceArgs = Field(default_factory=ResilienceArgs)
     admission: AdmissionArgs = Field(default_factory=AdmissionArgs)
+    auth: AuthArgs = Field(default_factory=AuthArgs)

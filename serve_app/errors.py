@@ -18,10 +18,12 @@ import grpc
 from actors.errors import DeviceUnhealthy
 from serve_app.pipeline.errors import (
     DeadlineExceeded,
+    Forbidden,
     InvalidInput,
     Overloaded,
     ServingError,
     TooLarge,
+    Unauthenticated,
     Unavailable,
     UnsupportedMediaType,
 )
@@ -43,6 +45,8 @@ ERROR_TABLE: dict[type[BaseException], Answer] = {
     DeadlineExceeded: Answer(504, grpc.StatusCode.DEADLINE_EXCEEDED),
     Unavailable: Answer(503, grpc.StatusCode.UNAVAILABLE),
     DeviceUnhealthy: Answer(503, grpc.StatusCode.UNAVAILABLE),
+    Unauthenticated: Answer(401, grpc.StatusCode.UNAUTHENTICATED),
+    Forbidden: Answer(403, grpc.StatusCode.PERMISSION_DENIED),
 }
 INTERNAL = Answer(500, grpc.StatusCode.INTERNAL)
 

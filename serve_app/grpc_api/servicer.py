@@ -41,6 +41,7 @@ class GrpcIngress:
     pipeline: Any
     args: Any
     etr: Any
+    api_keys: Any  # serve_app.pipeline.api_keys.ApiKeys
 
     async def Dispatch(self, request: pb.DispatchRequest, grpc_context: Any) -> pb.DispatchResponse:  # noqa: N802
         async def run(ctx: CallContext) -> pb.DispatchResponse:
@@ -51,7 +52,9 @@ class GrpcIngress:
             version = await self.etr.model_version()
             return convert.dispatch_response(plan_to_dict(plan, version))
 
-        return await self._answer(grpc_context, TrafficClass.ONLINE, pb.DispatchResponse, run)
+        return await self._answer(
+            grpc_context, "dispatch", TrafficClass.ONLINE, pb.DispatchResponse, run
+        )
 
     async def Etr(self, request: pb.EtrRequest, grpc_context: Any) -> pb.EtrResponse:  # noqa: N802
         async def run(ctx: CallContext) -> pb.EtrResponse:
@@ -62,7 +65,7 @@ class GrpcIngress:
             got = await self.pipeline.etr_minutes(decode, ctx)
             return pb.EtrResponse(minutes=got.minutes.tolist(), model_version=got.model_version)
 
-        return await self._answer(grpc_context, TrafficClass.ONLINE, pb.EtrResponse, run)
+        return await self._answer(grpc_context, "etr", TrafficClass.ONLINE, pb.EtrResponse, run)
 
     async def SolveRoutes(self, request: pb.SolveRequest, grpc_context: Any) -> pb.SolveResponse:  # noqa: N802
         name = ""
@@ -77,7 +80,9 @@ class GrpcIngress:
             result, cached = await self.pipeline.solve(decode, ctx)
             return convert.solve_response({**result, "instance": name, "cached": cached})
 
-        return await self._answer(grpc_context, TrafficClass.OFFLINE, pb.SolveResponse, run)
+        return await self._answer(
+            grpc_context, "solve", TrafficClass.OFFLINE, pb.SolveResponse, run
+        )
 
     # ---- shared -----------------------------------------------------------------------------
     def _validate(self, request: Message, model: Any) -> Any:
@@ -92,12 +97,14 @@ class GrpcIngress:
     async def _answer(
         self,
         grpc_context: Any,
+        endpoint: str,
         traffic_class: TrafficClass,
         empty: type[R],
         run: Callable[[CallContext], Awaitable[R]],
     ) -> R:
         try:
             metadata = dict(grpc_context.invocation_metadata())
+            self.api_keys.check(endpoint, metadata.get("authorization"))
             a = self.args.admission
             key = None if a.priority_key is None else a.priority_key.get_secret_value()
             ctx = context_from_metadata(metadata, traffic_class, a.default_timeout_s, key)

@@ -86,3 +86,22 @@ class Unavailable(ServingError):
 
     def __reduce__(self):
         return (type(self), (str(self), self.retry_after_s))
+
+
+class Unauthenticated(ServingError):
+    """No bearer token, or one no configured token matches (401 / UNAUTHENTICATED)."""
+
+    def __init__(self, endpoint: str, reason: str) -> None:
+        super().__init__(
+            f"{endpoint}: {reason}; send 'Authorization: Bearer <token>' (HTTP header or gRPC "
+            "metadata)"
+        )
+        self.endpoint = endpoint
+
+
+class Forbidden(ServingError):
+    """A valid token that may not call this endpoint (403 / PERMISSION_DENIED)."""
+
+    def __init__(self, endpoint: str) -> None:
+        super().__init__(f"{endpoint}: this token is not allowed to call it")
+        self.endpoint = endpoint
