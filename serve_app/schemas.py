@@ -7,6 +7,7 @@ that does not match its orders) is 422 naming the rider.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
@@ -215,12 +216,7 @@ class DispatchRequest(_Model):
             now=r.now,
             riders=[RiderIn.from_domain(x) for x in r.riders],
             orders=[OrderIn.from_domain(o) for o in r.orders],
-            weights=WeightsIn(
-                late_weight=w.late_weight,
-                max_lateness_s=w.max_lateness_s,
-                max_orders_per_rider=w.max_orders_per_rider,
-                candidate_riders=w.candidate_riders,
-            ),
+            weights=WeightsIn(**dataclasses.asdict(w)),  # every field, so none is dropped
             utc_offset_s=utc_offset_s,
         )
 

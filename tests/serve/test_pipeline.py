@@ -149,3 +149,19 @@ def test_etr_minutes_match_the_runtime():
     p = pipeline(FakeSolver(), etr, cache=True)
     got = asyncio.run(p.etr_features(features_from_orders(round_.orders), CallContext.start(10)))
     np.testing.assert_allclose(got, RUNTIME.predict(features_from_orders(round_.orders)), atol=1e-5)
+
+
+def test_every_weight_survives_the_trip_through_the_api_schema():
+    from domain import DispatchWeights
+    from planner import generate_round
+    from serve_app.schemas import DispatchRequest
+
+    weights = DispatchWeights(
+        late_weight=7.0,
+        max_lateness_s=900.0,
+        max_orders_per_rider=3,
+        candidate_riders=5,
+        etr_floor=False,
+    )
+    round_ = generate_round(4, 2, seed=1, weights=weights)
+    assert DispatchRequest.from_domain(round_).to_domain().weights == weights
