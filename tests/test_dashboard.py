@@ -8,7 +8,11 @@ from pathlib import Path
 
 DASHBOARD = Path(__file__).resolve().parents[1] / "docs/grafana/orml-serve.json"
 ROOT = Path(__file__).resolve().parents[1]
-METRICS_SRC = [ROOT / "actors/metrics.py", ROOT / "serve_app/metrics.py"]
+METRICS_SRC = [
+    ROOT / "actors/metrics.py",
+    ROOT / "actors/replica_load.py",
+    ROOT / "serve_app/metrics.py",
+]
 
 
 def test_dashboard_metrics_exist():
