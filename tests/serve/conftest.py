@@ -20,7 +20,10 @@ __all__ = ["ARGS", "LIMITS", "free_port"]
 @pytest.fixture(scope="session")
 def serve_endpoints() -> Iterator[LocalServe]:
     pytest.importorskip("ray")
-    with local.local_serve(num_cpus=4, namespace="orml-tests") as endpoints:
+    # With the dashboard: tests/serve/test_ray_dashboard.py opens it in a real browser.
+    with local.local_serve(
+        num_cpus=4, namespace="orml-tests", dashboard_port=free_port()
+    ) as endpoints:
         local.run_app(ARGS)
         local.wait_ready(endpoints.http)
         yield endpoints
