@@ -277,6 +277,7 @@ def _loadtest(args: argparse.Namespace) -> int:
         orders=args.orders,
         mdrp_day=args.mdrp_day,
         token=args.token,
+        protocol=args.protocol,
     )
     steps = loadtest.sweep(
         args.url,
@@ -286,6 +287,9 @@ def _loadtest(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         stop_p99_ms=args.stop_p99_ms,
         progress=loadtest.progress_bar,
+        protocol=args.protocol,
+        endpoint=args.endpoint,
+        token=args.token,
     )
     paths = loadtest.write_report(steps, args.out, f"{args.endpoint} at {args.url}")
     print("| step | answered/s | p50 ms | p90 ms | p99 ms | shed | errors | generator CPU |")
@@ -380,9 +384,19 @@ def main(argv: list[str] | None = None) -> int:
     rp.set_defaults(run=_replay)
 
     lt = sub.add_parser(
-        "loadtest", help="sweep concurrency or request rate against a running app (HTTP)"
+        "loadtest", help="sweep concurrency or request rate against a running app (HTTP, gRPC)"
     )
-    lt.add_argument("url", help="the app's HTTP address, e.g. http://localhost:8000")
+    lt.add_argument(
+        "url", help="the app's HTTP address (http://localhost:8000) or, with --grpc, host:port"
+    )
+    lt.add_argument(
+        "--grpc",
+        dest="protocol",
+        action="store_const",
+        const="grpc",
+        default="http",
+        help="call the gRPC API (protobuf) instead of HTTP",
+    )
     lt.add_argument("--endpoint", choices=["dispatch", "etr"], default="dispatch")
     mode = lt.add_mutually_exclusive_group()
     mode.add_argument("--concurrency", type=int, nargs="+", help="closed-loop levels, e.g. 1 2 4 8")

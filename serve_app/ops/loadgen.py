@@ -1,4 +1,5 @@
-"""A lean load generator: open-loop (Poisson or fixed-rate) and closed-loop HTTP/1.1.
+"""A lean load generator: open-loop (Poisson or fixed-rate) and closed-loop, over HTTP/1.1 or
+gRPC (``GrpcLoad``: serialized messages on one HTTP/2 channel).
 
 Written to cost little CPU on the machine it loads: requests are encoded once up front, each
 connection is a raw asyncio stream kept alive, and only the status line and headers are
@@ -15,6 +16,7 @@ import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -74,51 +76,15 @@ class _Connection:
     writer: asyncio.StreamWriter
 
 
-@dataclass
-class HttpLoad:
-    """Requests to one host:port (``url``'s), over at most ``max_connections`` connections;
-    ``timeout_s`` per request (a request over it counts as status 0)."""
-
-    url: str
-    max_connections: int = 512
-    timeout_s: float = 60.0
-    _idle: list[_Connection] = field(default_factory=list)
-    _open: int = 0
-
-    async def close(self) -> None:
-        for c in self._idle:
-            c.writer.close()
-        self._idle.clear()
+class Load:
+    """The load patterns, over any ``send`` (one request -> (status, retry-after s or None)):
+    HTTP statuses, or for gRPC 200 (OK), 503 (shed with Retry-After), else an HTTP-like code."""
 
     async def send(self, request: bytes) -> tuple[int, float | None]:
-        """Send one encoded request; (status, retry-after). Opens a connection if none idle."""
-        conn = self._idle.pop() if self._idle else None
-        if conn is None:
-            if self._open >= self.max_connections:
-                return 0, None
-            parts = urlsplit(self.url)
-            self._open += 1
-            try:
-                reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
-            except OSError:
-                self._open -= 1
-                return 0, None
-            conn = _Connection(reader, writer)
-        try:
-            conn.writer.write(request)
-            status, retry_after, keep = await asyncio.wait_for(
-                _read_response(conn.reader), self.timeout_s
-            )
-        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
-            conn.writer.close()
-            self._open -= 1
-            return 0, None
-        if keep:
-            self._idle.append(conn)
-        else:
-            conn.writer.close()
-            self._open -= 1
-        return status, retry_after
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
 
     async def open_loop(
         self,
@@ -183,6 +149,98 @@ class HttpLoad:
         results.append(
             Result(sent - t0, time.perf_counter() - sent, status, retry_after, k % len(requests))
         )
+
+
+@dataclass
+class HttpLoad(Load):
+    """Requests to one host:port (``url``'s), over at most ``max_connections`` connections;
+    ``timeout_s`` per request (a request over it counts as status 0)."""
+
+    url: str
+    max_connections: int = 512
+    timeout_s: float = 60.0
+    _idle: list[_Connection] = field(default_factory=list)
+    _open: int = 0
+
+    async def close(self) -> None:
+        for c in self._idle:
+            c.writer.close()
+        self._idle.clear()
+
+    async def send(self, request: bytes) -> tuple[int, float | None]:
+        """Send one encoded request; (status, retry-after). Opens a connection if none idle."""
+        conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            if self._open >= self.max_connections:
+                return 0, None
+            parts = urlsplit(self.url)
+            self._open += 1
+            try:
+                reader, writer = await asyncio.open_connection(parts.hostname, parts.port)
+            except OSError:
+                self._open -= 1
+                return 0, None
+            conn = _Connection(reader, writer)
+        try:
+            conn.writer.write(request)
+            status, retry_after, keep = await asyncio.wait_for(
+                _read_response(conn.reader), self.timeout_s
+            )
+        except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
+            conn.writer.close()
+            self._open -= 1
+            return 0, None
+        if keep:
+            self._idle.append(conn)
+        else:
+            conn.writer.close()
+            self._open -= 1
+        return status, retry_after
+
+
+@dataclass
+class GrpcLoad(Load):
+    """Unary calls of ``method`` (e.g. "/orml.v1.Orml/Dispatch") to ``address`` (host:port),
+    requests already serialized (protobuf bytes, sent as they are), over one HTTP/2 channel.
+    ``metadata`` goes with every call (application, authorization)."""
+
+    address: str
+    method: str
+    timeout_s: float = 60.0
+    metadata: tuple[tuple[str, str], ...] = ()
+    _call: Any = None
+    _channel: Any = None
+
+    async def send(self, request: bytes) -> tuple[int, float | None]:
+        import grpc
+
+        if self._call is None:
+            options = [("grpc.max_receive_message_length", 256 << 20)]
+            self._channel = grpc.aio.insecure_channel(self.address, options=options)
+            self._call = self._channel.unary_unary(self.method)  # bytes in, bytes out
+        try:
+            await self._call(request, timeout=self.timeout_s, metadata=self.metadata)
+            return 200, None
+        except grpc.aio.AioRpcError as err:
+            retry = next(
+                (float(v) for k, v in err.trailing_metadata() or () if k == "retry-after"), None
+            )
+            return _GRPC_AS_HTTP.get(err.code().name, 500) if retry is None else 503, retry
+
+    async def close(self) -> None:
+        if self._channel is not None:
+            await self._channel.close()
+
+
+# How a gRPC code reads in a table of HTTP statuses (a shed answer carries retry-after: 503).
+_GRPC_AS_HTTP = {
+    "INVALID_ARGUMENT": 422,
+    "RESOURCE_EXHAUSTED": 413,
+    "UNAUTHENTICATED": 401,
+    "PERMISSION_DENIED": 403,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 0,
+}
 
 
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, float | None, bool]:

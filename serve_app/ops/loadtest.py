@@ -9,7 +9,8 @@ more than ``stop_error_share`` of a step's requests fail or are shed, or (concur
 when more concurrency stops adding throughput (< 5% more: the app is saturated).
 
 Requests are realistic bodies, encoded once: generated dispatch rounds or ETR orders, or the
-rounds of a real MDRP delivery day (``planner.mdrp``), in the order the day produced them.
+busiest rounds of a real MDRP delivery day (``planner.mdrp``); over HTTP (JSON) or gRPC
+(protobuf, the same API).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from serve_app.ops.loadgen import HttpLoad, Run, encode_request, percentile_ms
+from serve_app.ops.loadgen import GrpcLoad, HttpLoad, Load, Run, encode_request, percentile_ms
 
 SATURATION_GAIN = 1.05  # a concurrency step must add 5% throughput to go on
+GRPC_METHODS = {"dispatch": "/orml.v1.Orml/Dispatch", "etr": "/orml.v1.Orml/Etr"}
 WARMUP_S = 1.0
 
 
@@ -51,9 +53,11 @@ def requests_for(
     orders: int = 20,
     mdrp_day: Path | None = None,
     token: str | None = None,
+    protocol: str = "http",
 ) -> list[bytes]:
-    """Encoded HTTP requests: ``endpoint`` "dispatch" (generated rounds, or the rounds of
-    ``mdrp_day`` when given) or "etr" (``orders`` generated orders per request)."""
+    """Encoded requests: ``endpoint`` "dispatch" (generated rounds, or the rounds of
+    ``mdrp_day`` when given) or "etr" (``orders`` generated orders per request); whole HTTP
+    requests to ``base_url``, or (``protocol`` "grpc") serialized protobuf messages."""
     from planner import generate_round
     from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
@@ -77,6 +81,17 @@ def requests_for(
         url = f"{base_url}/v1/dispatch"
     else:
         raise ValueError(f"endpoint must be dispatch or etr, got {endpoint!r}")
+    if protocol == "grpc":
+        from serve_app.grpc_api import orml_pb2 as pb
+
+        message = pb.DispatchRequest if endpoint == "dispatch" else pb.EtrRequest
+        model = DispatchRequest if endpoint == "dispatch" else EtrRequest
+        return [
+            message(
+                **model.model_validate_json(b).model_dump(exclude_none=True)
+            ).SerializeToString()
+            for b in bodies
+        ]
     return [encode_request(url, b.encode(), headers=headers) for b in bodies]
 
 
@@ -115,8 +130,13 @@ def sweep(
     stop_error_share: float = 0.05,
     timeout_s: float = 30.0,
     progress: Callable[[int, int, Step], None] | None = None,
+    protocol: str = "http",
+    endpoint: str = "dispatch",
+    token: str | None = None,
 ) -> list[Step]:
-    """Run the steps (concurrency levels, else rates); see the module docstring."""
+    """Run the steps (concurrency levels, else rates); see the module docstring. For gRPC
+    ``base_url`` is host:port and ``endpoint`` picks the method; ``token`` goes as metadata
+    (HTTP requests carry theirs already)."""
     if bool(concurrency) == bool(rates):
         raise ValueError("give concurrency levels or request rates (one of the two)")
     mode = "concurrency" if concurrency else "rate"
@@ -125,9 +145,13 @@ def sweep(
         raise ValueError(f"{mode} values must be > 0")
 
     async def run_all() -> list[Step]:
-        load = HttpLoad(
-            base_url, max_connections=max(64, int(max(values)) * 2), timeout_s=timeout_s
-        )
+        load: Load
+        if protocol == "grpc":
+            meta = (("authorization", f"Bearer {token}"),) if token else ()
+            load = GrpcLoad(base_url, GRPC_METHODS[endpoint], timeout_s, meta)
+        else:
+            connections = max(64, int(max(values)) * 2)
+            load = HttpLoad(base_url, max_connections=connections, timeout_s=timeout_s)
         steps: list[Step] = []
         try:
             for k, value in enumerate(values):

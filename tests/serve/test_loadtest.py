@@ -1,4 +1,5 @@
-"""``orml loadtest`` against a real app: steps, a table, CSV and PNG, and it stops by itself."""
+"""``orml loadtest`` against a real app over HTTP and gRPC: steps, a table, CSV and PNG, and it
+stops by itself."""
 
 from __future__ import annotations
 
@@ -35,3 +36,12 @@ def test_a_real_days_rounds_are_the_requests():
     assert len(reqs) == 5
     assert all(r.startswith(b"POST /v1/dispatch HTTP/1.1") for r in reqs)
     assert b'"etr_floor":false' in reqs[0]
+
+
+def test_a_grpc_sweep_calls_the_same_api(grpc_address, tmp_path, capsys):
+    out = tmp_path / "lt"
+    args = ["loadtest", grpc_address, "--grpc", "--endpoint", "dispatch", "--riders", "20"]
+    assert main([*args, "--concurrency", "1", "2", "--duration", "1", "--out", str(out)]) == 0
+    rows = list(csv.DictReader((out / "loadtest.csv").open()))
+    assert rows and all(float(r["throughput_rps"]) > 0 and int(r["errors"]) == 0 for r in rows)
+    assert "| concurrency 1 |" in capsys.readouterr().out
