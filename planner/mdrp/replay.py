@@ -41,6 +41,7 @@ exactly, and the model was trained on another market's deliveries.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -69,8 +70,7 @@ class ReplayPolicy:
     shift_margin_min : a courier is offered only with this long left before its off time;
     lookahead_min : a courier coming on shift this soon is offered already (it can be held
     for); candidate_riders : each order priced against its nearest K couriers (None: all);
-    commit_early_min : commit this many minutes before a courier must leave (measured: no
-    gain); rebase_promise : due times re-based each round (see the module docstring)."""
+    rebase_promise : due times re-based each round (see the module docstring)."""
 
     round_min: int = 1
     late_weight: float = 4.0
@@ -79,7 +79,6 @@ class ReplayPolicy:
     shift_margin_min: int = 5
     lookahead_min: int = 10
     candidate_riders: int | None = 48
-    commit_early_min: int = 0
     rebase_promise: bool = True
     bundle_delay_min: float = 10.0
 
@@ -107,7 +106,6 @@ class Bundle:
     courier: str
     restaurant: str
     orders: tuple[str, ...]
-    depart: int
     pickup: int
     dropoffs: tuple[int, ...]
 
@@ -262,8 +260,6 @@ class DaySimulator:
     ) -> set[str]:
         """One plan of round ``t``; commits what must be final now. Returns the couriers whose
         pickup would fall after their shift."""
-        import time
-
         weights = DispatchWeights(
             late_weight=self.policy.late_weight,
             max_lateness_s=MAX_LATENESS_S,
@@ -292,10 +288,10 @@ class DaySimulator:
         self._short = len(open_) > sum(r.available_at is None for r in riders)
         for cid in sorted(leads, key=lambda c: (leads[c].ready, leads[c].id)):
             lead = leads[cid]
-            if lead.id in open_:
-                others = {oid for oid, c in chosen.items() if c != cid}
-                if self._maybe_commit(t, lead, self.couriers[cid], open_, out, others) == "late":
-                    late.add(cid)
+            if lead.id not in open_:  # taken along in an earlier bundle of this round
+                continue
+            if self._maybe_commit(t, lead, self.couriers[cid], open_, out, chosen) == "late":
+                late.add(cid)
         return late
 
     def _maybe_commit(
@@ -305,7 +301,7 @@ class DaySimulator:
         state: CourierState,
         open_: dict[str, MdrpOrder],
         out: Replay,
-        taken: set[str],
+        chosen: dict[str, str],
     ) -> str:
         """ "committed", "held" (decide again next round) or "late" (after the shift's end)."""
         c = state.courier
@@ -313,14 +309,13 @@ class DaySimulator:
             return "held"  # the courier is not free yet: the order may wait for it
         rest = self.inst.restaurants[order.restaurant]
         to_rest = self.travel((state.x, state.y), (rest.x, rest.y))
-        slack = self.policy.round_min - 1 + self.policy.commit_early_min
-        if order.ready - to_rest - self.half_pickup > t + slack:
+        if order.ready - to_rest - self.half_pickup > t + self.policy.round_min - 1:
             return "held"  # no need to leave yet
         arrive = t + to_rest
         pickup = max(order.ready, arrive + self.half_pickup)
         if pickup > c.off:
             return "late"
-        bundle = self._bundle(order, rest, pickup, open_, taken)
+        bundle = self._bundle(order, rest, pickup, open_, chosen)
         if max(self.orders[o].ready for o in bundle) > c.off:  # a mate's food: after the shift
             bundle = [order.id]
         pickup = max([pickup] + [self.orders[o].ready for o in bundle])
@@ -335,9 +330,7 @@ class DaySimulator:
             when, here, place = arrive + 2 * self.half_dropoff, (o.x, o.y), oid
             del open_[oid]
         out.moves.extend(moves)
-        out.bundles.append(
-            Bundle(t, c.id, rest.id, tuple(bundle), t, _minute(pickup), tuple(drops))
-        )
+        out.bundles.append(Bundle(t, c.id, rest.id, tuple(bundle), _minute(pickup), tuple(drops)))
         state.place, (state.x, state.y), state.free_at = place, here, _minute(when)
         return "committed"
 
@@ -347,19 +340,19 @@ class DaySimulator:
         rest: Restaurant,
         pickup: float,
         open_: dict[str, MdrpOrder],
-        taken: set[str],
+        chosen: dict[str, str],
     ) -> list[str]:
         """``first`` plus open orders of its restaurant that fit (see the module's rules) and
-        that the round did not plan for another courier (``taken``)."""
+        that the round did not plan for another courier (``chosen``: order id -> courier)."""
         target = self.inst.params.target_click_to_door
-        bundle = [first.id]
+        bundle, courier = [first.id], chosen[first.id]
         mates = sorted(
             (
                 o
                 for o in open_.values()
                 if o.restaurant == first.restaurant
                 and o.id != first.id
-                and (self._short or o.id not in taken)
+                and (self._short or chosen.get(o.id, courier) == courier)
                 and o.ready <= pickup + self.policy.bundle_wait_min
             ),
             key=lambda o: (o.placed, o.id),

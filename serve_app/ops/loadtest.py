@@ -62,37 +62,31 @@ def requests_for(
     from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
     headers = {"authorization": f"Bearer {token}"} if token else None
+    models: list[EtrRequest] | list[DispatchRequest]
     if endpoint == "etr":
-        bodies = [
+        models = [
             EtrRequest(
                 orders=[
                     OrderIn.from_domain(o) for o in generate_round(0, orders, seed=seed + k).orders
                 ]
-            ).model_dump_json()
+            )
             for k in range(count)
         ]
-        url = f"{base_url}/v1/etr"
     elif endpoint == "dispatch":
         if mdrp_day is not None:
             rounds = _mdrp_rounds(mdrp_day, count)
         else:
             rounds = [generate_round(riders, orders, seed=seed + k) for k in range(count)]
-        bodies = [DispatchRequest.from_domain(r).model_dump_json() for r in rounds]
-        url = f"{base_url}/v1/dispatch"
+        models = [DispatchRequest.from_domain(r) for r in rounds]
     else:
         raise ValueError(f"endpoint must be dispatch or etr, got {endpoint!r}")
     if protocol == "grpc":
         from serve_app.grpc_api import orml_pb2 as pb
 
         message = pb.DispatchRequest if endpoint == "dispatch" else pb.EtrRequest
-        model = DispatchRequest if endpoint == "dispatch" else EtrRequest
-        return [
-            message(
-                **model.model_validate_json(b).model_dump(exclude_none=True)
-            ).SerializeToString()
-            for b in bodies
-        ]
-    return [encode_request(url, b.encode(), headers=headers) for b in bodies]
+        return [message(**m.model_dump(exclude_none=True)).SerializeToString() for m in models]
+    url = f"{base_url}/v1/{endpoint}"
+    return [encode_request(url, m.model_dump_json().encode(), headers=headers) for m in models]
 
 
 def _mdrp_rounds(folder: Path, count: int) -> list:
