@@ -10,7 +10,11 @@ batches grow by themselves while the device is busy, so batching costs next to n
 load and pays at high load. A request whose caller
 gave up (deadline passed) before any of its rows ran is dropped.
 
-Knobs live in ``user_config`` and change at runtime through ``reconfigure`` (no restart).
+Knobs live in ``user_config`` and change at runtime through ``reconfigure`` (no restart),
+the model version among them (Triton's explicit model control, by configuration): a new
+version is loaded and warmed off the event loop while the old one keeps answering, then
+swapped in at once. A request is answered whole by the version serving when it arrived, and
+its answer names that version (``etr.Prediction``).
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ from actors.metrics import ModelMetrics
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
 from actors.scheduling import BatchQueue, TrafficClass
-from etr import load_artifact, load_runtime
-from etr.runtime import check_features
+from etr import Prediction, load_artifact, load_runtime, versions
+from etr.runtime import EtrRuntime, check_features
 
 log = logging.getLogger("orml.etr")
 ONLINE_RECENT_S = 1.0  # online traffic seen this recently caps the offline rows of a call
@@ -97,6 +101,45 @@ class EtrUserConfig(BaseModel):
         gt=0,
         description="Device memory this replica may use (set by `orml plan`); None: no limit.",
     )
+    model_version: str | None = Field(
+        None,
+        min_length=1,
+        description="The version under models/etr that answers. None: the newest there when "
+        "the replica loads (pin it in production: a replica started later could load a newer "
+        "one). Changing it rolls the replicas without restarting them (`orml models load`).",
+    )
+    warm_versions: list[str] = Field(
+        default_factory=list,
+        description="Versions kept loaded besides model_version, so that rolling to one of "
+        "them is a swap with no load (`orml models load` keeps the version it replaces).",
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """One model version loaded on this replica's device; sample : float32[16, 39] rows for
+    warm-up and the device probe; reference : float32[16], its minutes for them at load."""
+
+    version: str
+    runtime: EtrRuntime
+    sample: np.ndarray
+    reference: np.ndarray
+    metrics: ModelMetrics
+
+
+def load_model(version: str | None, runtime: str) -> LoadedModel:
+    """Load and warm one version (blocking: seconds for a TensorRT engine, run it off the event
+    loop). Raises FileNotFoundError for a missing version, ValueError for a corrupt artifact,
+    RuntimeError when the runtime cannot run here."""
+    artifact = load_artifact("etr", version)
+    engine = load_runtime(artifact, runtime)  # type: ignore[arg-type]
+    sample = np.load(artifact.path / "sample_features.npy", allow_pickle=False)[:16]
+    reference = engine.to_numpy(
+        engine.predict(sample)
+    )  # the first call allocates: not on a request
+    return LoadedModel(
+        artifact.version, engine, sample, reference, ModelMetrics(f"etr-v{artifact.version}")
+    )
 
 
 @dataclass(eq=False)
@@ -110,37 +153,36 @@ class _Pending:
     traffic_class: TrafficClass = TrafficClass.ONLINE
     done_rows: int = 0
     started: bool = False
+    model: LoadedModel | None = None  # the version serving when the request arrived
 
 
 # max_ongoing_requests high: requests must reach the batcher (which queues them by class and
 # deadline); capped at 5, the rest wait in the caller's router, which backs off when full.
+# user_config {} by default: Serve calls reconfigure, which loads the model, on every start.
 @serve.deployment(
     name="Etr",
     ray_actor_options={"num_cpus": 0.5},
     max_ongoing_requests=512,
     request_router_config=BUSY_ROUTER,
+    user_config={},
 )
 class EtrDeployment:
-    """model_version : a version under models/etr (None = latest); runtime : see etr.select;
-    guard : the replica's ``actors.device.GuardSettings`` as a dict; speed : its throughput
-    relative to the reference device (the router's weight)."""
+    """runtime : see etr.select; guard : the replica's ``actors.device.GuardSettings`` as a
+    dict; speed : its throughput relative to the reference device (the router's weight).
+
+    The model loads in ``reconfigure`` (its version is ``EtrUserConfig.model_version``), which
+    Serve calls after ``__init__``; call it yourself when using the class without Serve."""
 
     def __init__(
-        self,
-        model_version: str | None = None,
-        runtime: str = "auto",
-        guard: dict[str, Any] | None = None,
-        speed: float = 1.0,
+        self, runtime: str = "auto", guard: dict[str, Any] | None = None, speed: float = 1.0
     ) -> None:
         self.settings = GuardSettings(**(guard or {}))
-        self.artifact = load_artifact("etr", model_version)
-        self.runtime = load_runtime(self.artifact, runtime)  # type: ignore[arg-type]
+        self.runtime_name = runtime
         self.config = EtrUserConfig()
-        self.metrics = ModelMetrics(f"etr-v{self.artifact.version}")
-        sample = np.load(self.artifact.path / "sample_features.npy", allow_pickle=False)[:16]
-        self.guard = replica_guard(
-            self.runtime.device, lambda: self.runtime.predict(sample), self.settings
-        )
+        self.models: dict[str, LoadedModel] = {}  # every version loaded here
+        self.serving: LoadedModel | None = None  # the one new requests go to
+        self.guard: Any = None  # actors.device.DeviceGuard, armed with the first model
+        self._loading = asyncio.Lock()  # one reconfigure at a time
         self.load = ReplicaLoad(
             speed=speed,
             window_s=self.settings.busy_window_s,
@@ -153,27 +195,61 @@ class EtrDeployment:
         self._runner: asyncio.Task[None] | None = None
         self._device: asyncio.Lock | None = None  # one model call at a time (created on the loop)
 
-    def reconfigure(self, user_config: dict[str, Any]) -> None:
-        """Apply ``user_config``; raises pydantic.ValidationError naming a bad field."""
+    async def reconfigure(self, user_config: dict[str, Any]) -> None:
+        """Apply ``user_config``: load the versions it names that are not loaded yet (in a
+        worker thread, while the loaded ones keep answering), then swap at once. Nothing
+        changes when it raises: pydantic.ValidationError naming a bad field, FileNotFoundError
+        for a version not in the repository, ValueError for a batch over the memory budget."""
         config = EtrUserConfig(**user_config)
-        if config.memory_budget_mb is not None:
-            enforce_memory_budget(
-                self.runtime.device,
-                self.runtime.name,
-                config.max_batch_size,
-                config.memory_budget_mb,
-            )
-        self.config = config
-        self._queue.offline_aging_s = config.offline_aging_s
+        async with self._loading:
+            serve_version = config.model_version or versions("etr")[-1]
+            wanted = [serve_version, *(v for v in config.warm_versions if v != serve_version)]
+            models = {}
+            for version in wanted:
+                models[version] = self.models.get(version) or await asyncio.to_thread(
+                    load_model, version, self.runtime_name
+                )
+            serving = models[serve_version]
+            if config.memory_budget_mb is not None:
+                enforce_memory_budget(
+                    serving.runtime.device,
+                    serving.runtime.name,
+                    config.max_batch_size,
+                    config.memory_budget_mb,
+                )
+            if self.serving is not None and serving is not self.serving:
+                log.info("ETR model v%s -> v%s", self.serving.version, serving.version)
+            # The swap: plain assignments on the event loop, so a request sees the old set or
+            # the new one. Requests already queued keep the model they arrived under.
+            self.models, self.serving, self.config = models, serving, config
+            self._queue.offline_aging_s = config.offline_aging_s
+            if self.guard is None:  # armed once, with the first model (it probes at once)
+                self.guard = replica_guard(serving.runtime.device, self._probe, self.settings)
+
+    def _probe(self) -> np.ndarray:
+        """The serving model's drift from its own answer at load, float32[16] (zeros while the
+        device computes right). The guard compares probes with the first one, so the probe
+        must not change when a roll swaps models: a drift does not, the minutes would."""
+        model = self.serving
+        assert model is not None
+        return model.runtime.to_numpy(model.runtime.predict(model.sample)) - model.reference
+
+    @property
+    def runtime(self) -> EtrRuntime:
+        """The serving version's runtime."""
+        if self.serving is None:
+            raise RuntimeError("no ETR model loaded: reconfigure has not run")
+        return self.serving.runtime
 
     def ready(self) -> dict[str, Any]:
         return {
-            "model_version": self.artifact.version,
+            **self.config.model_dump(),
+            "model_version": self.serving.version if self.serving else None,
+            "loaded_versions": sorted(self.models),
             "runtime": self.runtime.name,
             "replica": replica_id(),
             "healthy": self.guard.healthy,
             "reason": self.guard.reason,
-            **self.config.model_dump(),
         }
 
     def inject_fault(self, kind: str) -> dict[str, Any]:
@@ -185,21 +261,30 @@ class EtrDeployment:
         features: np.ndarray,
         traffic_class: str = TrafficClass.ONLINE,
         timeout_s: float = math.inf,
-    ) -> np.ndarray:
-        """Minutes float32[k] for features float32[k, 39].
+    ) -> Prediction:
+        """Minutes float32[k] for features float32[k, 39], and the version that computed them.
 
         traffic_class : "online" rows go first; timeout_s : how long the caller still waits.
         Raises ValueError on bad rows, DeviceUnhealthy after a device fault, DeadlinePassed if
         the request expired before any of it ran.
         """
         self.guard.ensure()
+        model = self.serving
+        assert model is not None
         # Checked here, per request, so one caller's bad rows never fail a whole batch.
-        features = check_features(np.asarray(features, np.float32), self.runtime.n_features)
-        cls = TrafficClass(traffic_class)
+        features = check_features(np.asarray(features, np.float32), model.runtime.n_features)
+        return Prediction(
+            await self._minutes(features, TrafficClass(traffic_class), timeout_s, model),
+            model.version,
+        )
+
+    async def _minutes(
+        self, features: np.ndarray, cls: TrafficClass, timeout_s: float, model: LoadedModel
+    ) -> np.ndarray:
         if cls is TrafficClass.ONLINE:
             self._online_at = time.monotonic()
         if not self.config.batching:
-            return await self._run_alone(features, cls)
+            return await self._run_alone(features, cls, model)
         if self._device is None:
             self._device = asyncio.Lock()
         if (
@@ -212,7 +297,7 @@ class EtrDeployment:
             # An idle device and nothing waiting: run now, no hand-off to the batch loop.
             # Requests arriving meanwhile queue and go together as the next batch.
             async with self._device:
-                out = await self._run_alone(features, cls)
+                out = await self._run_alone(features, cls, model)
             if len(self._queue):
                 self._wake()
             return out
@@ -224,6 +309,7 @@ class EtrDeployment:
             asyncio.get_running_loop().create_future(),
             now,
             cls,
+            model=model,
         )
         self._pending[key] = pending
         self._wake()
@@ -250,11 +336,13 @@ class EtrDeployment:
             return 0.0
         return max(0.0, self._online_at + ONLINE_RECENT_S - now)
 
-    async def _run_alone(self, features: np.ndarray, cls: TrafficClass) -> np.ndarray:
+    async def _run_alone(
+        self, features: np.ndarray, cls: TrafficClass, model: LoadedModel
+    ) -> np.ndarray:
         t0 = time.perf_counter()
-        out = await asyncio.to_thread(self._run_model, features, cls)
-        self.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
-        return out
+        out = await asyncio.to_thread(self._run_model, [(model, features)], cls)
+        model.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
+        return out[0]
 
     def _wake(self) -> None:
         if self._has_work is None:
@@ -299,8 +387,16 @@ class EtrDeployment:
                 pending.future.set_exception(DeadlinePassed(time.monotonic() - pending.enqueued))
         if not batch.slices:
             return
-        parts = [self._pending[s.key].features[s.start : s.stop] for s in batch.slices]
-        rows = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        # Grouped by the version each request arrived under: during a roll one batch may hold
+        # rows for two versions, each group runs on its own model.
+        groups: dict[LoadedModel, list[np.ndarray]] = {}
+        models = []  # per slice
+        for s in batch.slices:
+            pending = self._pending[s.key]
+            assert pending.model is not None
+            models.append(pending.model)
+            groups.setdefault(pending.model, []).append(pending.features[s.start : s.stop])
+        calls = [(m, p[0] if len(p) == 1 else np.concatenate(p)) for m, p in groups.items()]
         start, started_at = time.perf_counter(), time.monotonic()
         try:
             # In a worker thread: the event loop keeps queueing the next batch meanwhile, and
@@ -309,7 +405,7 @@ class EtrDeployment:
                 self._pending[s.key].traffic_class is TrafficClass.ONLINE for s in batch.slices
             )
             cls = TrafficClass.ONLINE if online else TrafficClass.OFFLINE
-            out = await asyncio.to_thread(self._run_model, rows, cls)
+            outs = await asyncio.to_thread(self._run_model, calls, cls)
         except Exception as exc:
             for s in batch.slices:
                 self._queue.remove(s.key)
@@ -317,16 +413,21 @@ class EtrDeployment:
                 if pending is not None and not pending.future.done():
                     pending.future.set_exception(exc)
             return
-        self.metrics.observe(None, (time.perf_counter() - start) * 1e3, len(rows))
-        offset = 0
-        for s in batch.slices:
-            part, offset = out[offset : offset + s.rows], offset + s.rows
+        compute_ms = (time.perf_counter() - start) * 1e3
+        answers: dict[LoadedModel, tuple[np.ndarray, int]] = {}
+        for (model, rows), out in zip(calls, outs, strict=True):
+            model.metrics.observe(None, compute_ms, len(rows))
+            answers[model] = (out, 0)
+        for s, model in zip(batch.slices, models, strict=True):
+            out, offset = answers[model]
+            part = out[offset : offset + s.rows]
+            answers[model] = (out, offset + s.rows)
             pending = self._pending.get(s.key)
             if pending is None:  # cancelled meanwhile
                 continue
             if not pending.started:
                 pending.started = True
-                self.metrics.observe((started_at - pending.enqueued) * 1e3, None, None)
+                model.metrics.observe((started_at - pending.enqueued) * 1e3, None, None)
             pending.out[s.start : s.stop] = part
             pending.done_rows += s.rows
             if pending.done_rows == len(pending.out):
@@ -334,9 +435,12 @@ class EtrDeployment:
                 if not pending.future.done():
                     pending.future.set_result(pending.out)
 
-    def _run_model(self, rows: np.ndarray, cls: TrafficClass = TrafficClass.ONLINE) -> np.ndarray:
+    def _run_model(
+        self, calls: list[tuple[LoadedModel, np.ndarray]], cls: TrafficClass = TrafficClass.ONLINE
+    ) -> list[np.ndarray]:
+        """One device call per (model, rows float32[n, 39]); minutes float32[n] each."""
         with self.load.working(cls), self.guard.watch(self.settings.watchdog_s):
-            return self.runtime.to_numpy(self.runtime.predict(rows))
+            return [m.runtime.to_numpy(m.runtime.predict(rows)) for m, rows in calls]
 
     def record_routing_stats(self) -> dict[str, float]:
         return self.load.routing_stats()

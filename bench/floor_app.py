@@ -10,6 +10,7 @@ costs beyond this, at the same sizes, is the serving path's own overhead.
 ``serve.ingress``.)
 """
 
+import dataclasses
 from typing import Any
 
 import msgpack
@@ -67,5 +68,6 @@ def dispatch_sample(round_: Any) -> tuple[dict[str, tuple[Any, Any]], dict]:
     _, arrays = round_arrays(round_)
     solved = solve_round(arrays, round_.weights)
     minutes = np.zeros(len(round_.orders), np.float32)
-    answer = plan_to_dict(dispatch_round(round_, backend="numpy"), "1")
+    plan = dispatch_round(round_, backend="numpy")
+    answer = plan_to_dict(dataclasses.replace(plan, etr_model_version="1"))
     return {"etr": (features, minutes), "solve": (arrays, solved)}, answer

@@ -268,6 +268,7 @@ class DispatchPlan:
         (seconds, round clock).
     etr_arrival : for every new order, created_at + the ETR model's predicted minutes (seconds,
         round clock); empty when the round ran without the ETR model.
+    etr_model_version : the ETR model version that computed etr_arrival (None: no ETR call).
     timings_ms : wall time per stage, milliseconds.
     backend, solved_by : the array backend the solve ran on, and the replica that ran it
         (empty in-process).
@@ -282,3 +283,4 @@ class DispatchPlan:
     timings_ms: Mapping[str, float] = field(default_factory=dict)
     etr_arrival: Mapping[str, float] = field(default_factory=dict)
     solved_by: str = ""
+    etr_model_version: str | None = None

@@ -2,7 +2,7 @@
 
 from etr.features import FEATURE_NAMES, N_FEATURES, build_features, features_from_orders
 from etr.repository import ModelArtifact, load_artifact, versions
-from etr.runtime import EtrRuntime, check_features
+from etr.runtime import EtrRuntime, Prediction, check_features
 from etr.select import load_runtime
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "N_FEATURES",
     "EtrRuntime",
     "ModelArtifact",
+    "Prediction",
     "build_features",
     "check_features",
     "features_from_orders",

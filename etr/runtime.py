@@ -7,6 +7,7 @@ is a ``ValueError`` naming the problem, never a crash inside ONNX Runtime, CuPy 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,14 @@ def check_features(features: Any, n_features: int, max_batch: int | None = None)
         bad = int(xp.nonzero(~finite)[0][0])
         raise ValueError(f"features contain NaN or infinite values (first in row {bad})")
     return a
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A served answer: minutes float32[k] and the model version that computed all of them."""
+
+    minutes: np.ndarray
+    model_version: str
 
 
 class EtrRuntime(ABC):

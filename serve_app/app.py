@@ -60,6 +60,7 @@ from serve_app.schemas import (
     SolveRequest,
     SolveResponse,
     plan_to_dict,
+    prediction_to_dict,
 )
 
 # FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not a
@@ -117,6 +118,13 @@ def build_admission(args: DispatchAppArgs) -> Admission:
             for name, lane in (("dispatch", a.dispatch), ("etr", a.etr), ("solve", a.solve))
         }
     )
+
+
+class _Uncached(Exception):
+    """An answer computed by another model version than its cache key names."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
 
 
 def _observe_timings(endpoint: str, timings: dict[str, float]) -> None:
@@ -189,7 +197,7 @@ class DispatchIngress(GrpcIngress):
         """ETR minutes for float32[k, 39] features (Python API); ValueError on bad rows."""
         features = check_features(np.asarray(features), N_FEATURES)
         ctx = CallContext.start(self.args.admission.default_timeout_s)
-        return await self.pipeline.etr_features(features, ctx)
+        return (await self.pipeline.etr_features(features, ctx)).minutes
 
     # ---- HTTP -------------------------------------------------------------------------------
     @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")
@@ -200,7 +208,7 @@ class DispatchIngress(GrpcIngress):
             return await http_edge.parse(request, DispatchRequest)
 
         plan = await self.pipeline.dispatch(decode, ctx)
-        return http_edge.encode(request, plan_to_dict(plan, await self.etr.model_version()))
+        return http_edge.encode(request, plan_to_dict(plan))
 
     @api.post("/v1/etr", response_model=EtrResponse, summary="Predict delivery minutes")
     async def etr_minutes(self, request: Request) -> Response:
@@ -210,22 +218,29 @@ class DispatchIngress(GrpcIngress):
             req = await http_edge.parse(request, EtrRequest)
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
+        if self.cache is None or not self.args.cache.responses:
+            got = await self.pipeline.etr_minutes(decode, ctx)
+            return http_edge.encode(request, prediction_to_dict(got))
+        # The same body, asked for the same way, under the same model: the same answer.
+        version = await self.etr.model_version()
+        key_parts = [
+            http_edge.body_media_type(request),
+            http_edge.answer_media_type(request),
+            await request.body(),
+        ]
+
         async def answer() -> bytes:
             got = await self.pipeline.etr_minutes(decode, ctx)
-            content = {"minutes": got.minutes.tolist(), "model_version": got.model_version}
-            return http_edge.encode(request, content).body
+            body = http_edge.encode(request, prediction_to_dict(got)).body
+            if got.model_version != version:  # a roll moved on: not stored under the old key
+                raise _Uncached(body)
+            return body
 
-        if self.cache is None or not self.args.cache.responses:
-            body = await answer()
-        else:
-            # The same body, asked for the same way, under the same model: the same answer.
-            key_parts = [
-                http_edge.body_media_type(request),
-                http_edge.answer_media_type(request),
-                await request.body(),
-            ]
-            key = cache_key("etr-http", f"v{await self.etr.model_version()}", key_parts)
+        try:
+            key = cache_key("etr-http", f"v{version}", key_parts)
             body = await self.cache.cache.get_or_compute("etr-http", key, answer, self.cache.ttl_s)
+        except _Uncached as moved:
+            body = moved.body
         return Response(body, media_type=http_edge.answer_media_type(request))
 
     @api.post(
@@ -241,8 +256,7 @@ class DispatchIngress(GrpcIngress):
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
         got = await self.pipeline.etr_minutes(decode, ctx, self.args.limits.max_bulk_orders)
-        content = {"minutes": got.minutes.tolist(), "model_version": got.model_version}
-        return http_edge.encode(request, content)
+        return http_edge.encode(request, prediction_to_dict(got))
 
     @api.post(
         "/v1/routes/solve",

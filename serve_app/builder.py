@@ -34,9 +34,7 @@ def build_app(
     or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(
         args.backend, guard, emulate=emulate
     )
-    etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(
-        args.etr_model_version, args.etr_runtime, guard
-    )
+    etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(args.etr_runtime, guard)
     ingress = DispatchIngress.options(**opts.pop("Ingress", {}))
     if opts:
         raise ValueError(f"options for unknown deployments: {sorted(opts)}")

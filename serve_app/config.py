@@ -149,7 +149,6 @@ class DispatchAppArgs(BaseModel):
         description="ETR runtime: TensorRT > CuPy > ONNX Runtime by availability; "
         "emulated:<GPU type or profile.json> for experiments (etr.runtime_emulated).",
     )
-    etr_model_version: str | None = Field(None, description="models/etr/<version>; None = latest.")
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")
     readiness_timeout_s: float = Field(
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."

@@ -11,12 +11,16 @@ call's arrays go through Ray's object store instead (no cap, zero-copy for NumPy
 
 from __future__ import annotations
 
+import asyncio
+import math
+import time
 from typing import Any
 
 import numpy as np
 from ray.serve.handle import DeploymentHandle
 
 from domain import DispatchWeights
+from etr import Prediction
 from planner.dispatch_round import Assigned, RoundArrays
 from planner.pdptw.instance import Instance
 from serve_app.failover import Failover
@@ -77,20 +81,28 @@ class SolverHandle:
 
 
 class EtrHandle:
-    """An ``EtrModel`` over the Etr deployment; the model version is asked once."""
+    """An ``EtrModel`` over the Etr deployment. The current version is the one that computed
+    the latest answer, or that a replica named when asked: asked before the first answer and
+    then every ``refresh_s`` in the background, since a cache that answers every request
+    would otherwise never learn of a roll. During a roll it follows the replicas as they
+    swap."""
 
-    def __init__(self, handle: DeploymentHandle, failover: Failover) -> None:
-        self.handle, self.failover = handle, failover
+    def __init__(
+        self, handle: DeploymentHandle, failover: Failover, refresh_s: float = 1.0
+    ) -> None:
+        self.handle, self.failover, self.refresh_s = handle, failover, refresh_s
         self.calls = 0
         self._version: str | None = None
+        self._asked_at = -math.inf  # monotonic
+        self._asking: asyncio.Task[None] | None = None
 
-    async def predict(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+    async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
         self.calls += 1
         handle = self.handle
         if features.nbytes > BY_REFERENCE_BYTES:
             handle = handle.options(_by_reference=True)
         try:
-            return await self.failover.call(
+            got: Prediction = await self.failover.call(
                 "Etr.predict",
                 lambda: handle.predict.remote(
                     features, ctx.traffic_class.value, max(0.0, ctx.remaining_s())
@@ -99,16 +111,32 @@ class EtrHandle:
             )
         except ValueError as exc:  # the replica's check of the feature rows
             raise InvalidInput.at(("features",), str(exc)) from exc
+        self._version = got.model_version
+        return got
 
     async def model_version(self) -> str:
         if self._version is None:
+            await self._ask()
+        elif time.monotonic() - self._asked_at > self.refresh_s and (
+            self._asking is None or self._asking.done()
+        ):
+            self._asking = asyncio.ensure_future(self._ask())
+        assert self._version is not None
+        return self._version
+
+    async def _ask(self) -> None:
+        self._asked_at = time.monotonic()
+        try:
             state = await self.failover.call(
                 "Etr.ready",
                 lambda: self.handle.ready.remote(),
                 CallContext.start(self.failover.call_timeout_s),
             )
-            self._version = str(state["model_version"])
-        return self._version
+        except Exception:
+            if self._version is None:
+                raise
+            return  # a background refresh: the next one asks again
+        self._version = str(state["model_version"])
 
     async def ready(self) -> dict[str, Any]:
         return await self.handle.ready.remote()

@@ -24,6 +24,7 @@ from domain import (
     Stop,
     StopKind,
 )
+from etr import Prediction
 from planner.pdptw.instance import Instance, InstanceError, build_instance
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput
@@ -251,15 +252,17 @@ class DispatchResponse(_Model):
     unassigned: list[UnassignedOut]
     backend: str
     solved_by: str = Field("", description="The solver replica that planned the round.")
-    model_version: str | None = None
+    model_version: str | None = Field(
+        None, description="The ETR model version behind arrivals' etr_s (null: no ETR call)."
+    )
     timings_ms: dict[str, float]
 
     @classmethod
-    def from_plan(cls, plan: DispatchPlan, model_version: str | None) -> DispatchResponse:
-        return cls.model_validate(plan_to_dict(plan, model_version))
+    def from_plan(cls, plan: DispatchPlan) -> DispatchResponse:
+        return cls.model_validate(plan_to_dict(plan))
 
 
-def plan_to_dict(plan: DispatchPlan, model_version: str | None) -> dict[str, Any]:
+def plan_to_dict(plan: DispatchPlan) -> dict[str, Any]:
     """A plan as ``DispatchResponse``'s JSON form, built directly (no models in between: this
     is the hot path of every dispatch answer; a test holds it equal to the model's dump)."""
     etr = plan.etr_arrival
@@ -284,9 +287,14 @@ def plan_to_dict(plan: DispatchPlan, model_version: str | None) -> dict[str, Any
         "unassigned": [{"order_id": u.order_id, "reason": u.reason.value} for u in plan.unassigned],
         "backend": plan.backend,
         "solved_by": plan.solved_by,
-        "model_version": model_version,
+        "model_version": plan.etr_model_version,
         "timings_ms": dict(plan.timings_ms),
     }
+
+
+def prediction_to_dict(got: Prediction) -> dict[str, Any]:
+    """An ETR answer as ``EtrResponse``'s JSON form."""
+    return {"minutes": got.minutes.tolist(), "model_version": got.model_version}
 
 
 class EtrRequest(_Model):
@@ -296,7 +304,7 @@ class EtrRequest(_Model):
 
 class EtrResponse(_Model):
     minutes: list[float] = Field(description="Predicted minutes from creation to delivery.")
-    model_version: str
+    model_version: str = Field(description="The model version that computed every minute.")
 
 
 class TaskIn(_Model):

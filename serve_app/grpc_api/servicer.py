@@ -49,8 +49,7 @@ class GrpcIngress:
                 return self._validate(request, DispatchRequest)
 
             plan = await self.pipeline.dispatch(decode, ctx)
-            version = await self.etr.model_version()
-            return convert.dispatch_response(plan_to_dict(plan, version))
+            return convert.dispatch_response(plan_to_dict(plan))
 
         return await self._answer(
             grpc_context, "dispatch", TrafficClass.ONLINE, pb.DispatchResponse, run

@@ -10,7 +10,6 @@ from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.dispatch import (
     DispatchCall,
     DispatchSource,
-    EtrAnswer,
     EtrCall,
     Pipeline,
     SolveCall,
@@ -33,7 +32,6 @@ __all__ = [
     "DeadlineExceeded",
     "DispatchCall",
     "DispatchSource",
-    "EtrAnswer",
     "EtrCall",
     "FieldError",
     "InvalidInput",

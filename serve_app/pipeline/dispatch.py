@@ -15,7 +15,12 @@ the same method here with a ``CallContext``. In order, for a dispatch round:
 6. unpack: the plan, with the timing of every stage.
 
 So a dispatch costs two hops (ETR, solver), one when every ETR row is cached (or the round
-says `etr_floor: false`). The stage names
+says `etr_floor: false`).
+
+Every ETR answer (and a plan's ETR floor) comes from ONE model version and names it, also
+while a roll swaps versions replica by replica: cache keys carry the version the caller
+believes is serving, and rows a replica computed with another version are never stored under
+them (``_cached_predict``). The stage names
 are ``planner.dispatch_round.STAGES``; this module adds ``admission_ms`` and ``decode_ms``, the
 serving path's own.
 """
@@ -32,6 +37,7 @@ import numpy as np
 
 from cache.keys import cache_key
 from domain import DispatchPlan, DispatchRound, Order
+from etr import Prediction
 from etr.features import features_from_orders
 from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
 from planner.pdptw.instance import Instance
@@ -108,10 +114,12 @@ class SolveCall:
     key_payload: Any
 
 
-@dataclass(frozen=True)
-class EtrAnswer:
-    minutes: np.ndarray  # float32[k]
-    model_version: str
+class _VersionMoved(Exception):
+    """A replica answered with another version than the cache keys were built for."""
+
+
+#: Cache lookups retried while a roll moves versions under them, then answered uncached.
+VERSION_TRIES = 3
 
 
 def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
@@ -173,9 +181,10 @@ class Pipeline:
                 t1 = time.perf_counter()
                 packed, arrays = round_arrays(round_)
                 t2 = time.perf_counter()
-                floor = None
+                floor, version = None, None
                 if etr is not None:
-                    floor = etr_floor_seconds(round_, await etr)
+                    got = await etr
+                    floor, version = etr_floor_seconds(round_, got.minutes), got.model_version
             finally:
                 if etr is not None and not etr.done():
                     etr.cancel()
@@ -197,12 +206,12 @@ class Pipeline:
             "total_ms": (t5 - t0) * 1e3 + permit.waited_s * 1e3,
         }
         self._observe("dispatch", timings)
-        return replace(plan, timings_ms=timings)
+        return replace(plan, timings_ms=timings, etr_model_version=version)
 
     # ---- ETR --------------------------------------------------------------------------------
     async def etr_minutes(
         self, decode: Decode[EtrCall], ctx: CallContext, max_orders: int | None = None
-    ) -> EtrAnswer:
+    ) -> Prediction:
         """ETR minutes for a list of orders (the ``etr`` lane); at most ``max_orders``
         (default ``limits.max_orders``)."""
         limit = self.limits.max_orders if max_orders is None else max_orders
@@ -210,35 +219,44 @@ class Pipeline:
             call = await decode()
             if len(call.orders) > limit:
                 raise TooLarge("orders", len(call.orders), limit)
-            minutes = await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
-            return EtrAnswer(minutes, await self.etr.model_version())
+            return await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
 
-    async def etr_features(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+    async def etr_features(self, features: np.ndarray, ctx: CallContext) -> Prediction:
         """ETR minutes float32[k] for features float32[k, 39] (the Python API)."""
         async with await self.admission.acquire("etr", ctx):
             return await self._cached_predict(features, ctx)
 
     async def _etr_minutes(
         self, orders: Sequence[Order], utc_offset_s: float, ctx: CallContext
-    ) -> np.ndarray:
+    ) -> Prediction:
         features = features_from_orders(orders, utc_offset_s=utc_offset_s)
         return await self._cached_predict(features, ctx)
 
-    async def _cached_predict(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
+    async def _cached_predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+        """Cached rows and computed rows of one version. Keys are built for the version
+        believed to serve; when a replica computes the misses with another (a roll is under
+        way), nothing is stored and the lookup starts over under that version's keys."""
         if self.cache is None or len(features) == 0:
             return await self.etr.predict(features, ctx)
-        version = await self.etr.model_version()
         quant = self.cache.quant
-        keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
+        for _ in range(VERSION_TRIES):
+            version = await self.etr.model_version()
+            keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
 
-        async def compute_missing(idx: list[int]) -> list[float]:
-            minutes = await self.etr.predict(features[idx], ctx)
-            return [float(m) for m in minutes]
+            async def compute_missing(idx: list[int], version: str = version) -> list[float]:
+                got = await self.etr.predict(features[idx], ctx)
+                if got.model_version != version:
+                    raise _VersionMoved(got.model_version)
+                return [float(m) for m in got.minutes]
 
-        values = await self.cache.cache.get_many_or_compute(
-            "etr", keys, compute_missing, self.cache.ttl_s
-        )
-        return np.asarray(values, np.float32)
+            try:
+                values = await self.cache.cache.get_many_or_compute(
+                    "etr", keys, compute_missing, self.cache.ttl_s
+                )
+            except _VersionMoved:
+                continue
+            return Prediction(np.asarray(values, np.float32), version)
+        return await self.etr.predict(features, ctx)  # still moving: whole, uncached
 
     # ---- static solves (offline) ------------------------------------------------------------
     async def solve(self, decode: Decode[SolveCall], ctx: CallContext) -> tuple[dict, bool]:

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from domain import DispatchWeights
+from etr import Prediction
 from planner.dispatch_round import Assigned, RoundArrays
 from planner.pdptw.instance import Instance
 from serve_app.pipeline.context import CallContext
@@ -37,8 +38,11 @@ class Solver(Protocol):
 
 
 class EtrModel(Protocol):
-    async def predict(self, features: np.ndarray, ctx: CallContext) -> np.ndarray:
-        """Minutes float32[k] for features float32[k, 39]."""
+    async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+        """Minutes float32[k] for features float32[k, 39], and the version that computed them
+        (one version for the whole answer)."""
         ...
 
-    async def model_version(self) -> str: ...
+    async def model_version(self) -> str:
+        """The version answering now, as far as this caller knows (the cache keys' version)."""
+        ...

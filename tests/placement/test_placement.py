@@ -4,6 +4,7 @@ memory budget."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 import subprocess
 import sys
@@ -179,10 +180,10 @@ def test_orml_plan_writes_the_config_and_refuses_bad_files(tmp_path):
 def test_an_etr_replica_refuses_a_batch_over_its_memory_budget():
     from actors.etr_model import EtrDeployment
 
-    replica = EtrDeployment.func_or_class(None, "onnxruntime")
-    replica.reconfigure({"max_batch_size": 64, "memory_budget_mb": 4096})
+    replica = EtrDeployment.func_or_class("onnxruntime")
+    asyncio.run(replica.reconfigure({"max_batch_size": 64, "memory_budget_mb": 4096}))
     with pytest.raises(ValueError, match="memory_budget_mb 10"):
-        replica.reconfigure({"max_batch_size": 4096, "memory_budget_mb": 10})
+        asyncio.run(replica.reconfigure({"max_batch_size": 4096, "memory_budget_mb": 10}))
     assert replica.config.max_batch_size == 64  # the refused config did not apply
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import grpc
 import msgpack
@@ -155,7 +156,7 @@ def test_answers_are_encoded_as_asked():
 
 def test_the_fast_plan_dict_equals_the_response_model():
     plan = dispatch_round(generate_round(30, 12, seed=2), backend="numpy")
-    fast = plan_to_dict(plan, "1")
+    fast = plan_to_dict(replace(plan, etr_model_version="1"))
     assert DispatchResponse.model_validate(fast).model_dump() == fast
 
 

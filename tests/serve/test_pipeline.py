@@ -1,6 +1,7 @@
 """The served pipeline with in-process fakes for the deployments: the same plan as
 ``dispatch_round``, one solver hop per round, no ETR hop when every row is cached, admission
-before decoding. Plain asyncio, no Ray."""
+before decoding, one model version per answer while a roll moves versions under the cache.
+Plain asyncio, no Ray."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 
 from cache import L1Cache, MultiLevelCache, Quantisation
-from etr import features_from_orders, load_artifact, load_runtime
+from cache.codec import decode
+from cache.keys import cache_key
+from etr import Prediction, features_from_orders, load_artifact, load_runtime
 from planner import dispatch_round, generate_round
 from planner.dispatch_round import solve_round
 from serve_app.cache_setup import ReplicaCache
@@ -25,7 +28,8 @@ from serve_app.pipeline import (
     TooLarge,
 )
 
-RUNTIME = load_runtime(load_artifact("etr"), "onnxruntime")
+RUNTIMES = {v: load_runtime(load_artifact("etr", v), "onnxruntime") for v in ("1", "2")}
+RUNTIME = RUNTIMES["1"]
 
 
 class FakeSolver:
@@ -39,16 +43,21 @@ class FakeSolver:
 
 
 class FakeEtr:
+    """Like ``serve_app.handles.EtrHandle``: the version it names is the last one that
+    answered; ``serving`` is what the replicas run (a test flips it: a roll)."""
+
     def __init__(self) -> None:
         self.calls, self.rows = 0, 0
+        self.serving = self.seen = "1"
 
     async def predict(self, features, ctx):
         self.calls += 1
         self.rows += len(features)
-        return RUNTIME.predict(features)
+        self.seen = self.serving
+        return Prediction(RUNTIMES[self.serving].predict(features), self.serving)
 
     async def model_version(self):
-        return "1"
+        return self.seen
 
 
 def pipeline(solver, etr, *, cache: bool = False, in_flight: int = 4, queued: int = 4):
@@ -79,7 +88,7 @@ def test_the_served_plan_equals_dispatch_round_with_one_hop_each():
     )
     assert plan.assignments == want.assignments and plan.routes == want.routes
     assert plan.etr_arrival == pytest.approx(want.etr_arrival)
-    assert (solver.calls, etr.calls) == (1, 1)
+    assert (solver.calls, etr.calls) == (1, 1) and plan.etr_model_version == "1"
     assert {"admission_ms", "decode_ms", "pack_ms", "etr_ms", "solve_ms", "unpack_ms"} <= set(
         plan.timings_ms
     )
@@ -141,6 +150,7 @@ def test_etr_rows_of_a_round_with_no_orders_cost_no_hop():
         pipeline(solver, etr).dispatch(decoder(generate_round(5, 0, seed=1)), CallContext.start(10))
     )
     assert plan.assignments == () and etr.calls == 0 and solver.calls == 1
+    assert plan.etr_model_version is None  # no ETR call, no version to name
 
 
 def test_etr_minutes_match_the_runtime():
@@ -148,7 +158,37 @@ def test_etr_minutes_match_the_runtime():
     etr = FakeEtr()
     p = pipeline(FakeSolver(), etr, cache=True)
     got = asyncio.run(p.etr_features(features_from_orders(round_.orders), CallContext.start(10)))
-    np.testing.assert_allclose(got, RUNTIME.predict(features_from_orders(round_.orders)), atol=1e-5)
+    np.testing.assert_allclose(
+        got.minutes, RUNTIME.predict(features_from_orders(round_.orders)), atol=1e-5
+    )
+    assert got.model_version == "1"
+
+
+def test_a_roll_under_the_cache_answers_from_one_version_and_never_files_under_another():
+    """Rows cached under v1; the replicas move to v2 unseen; a request with some cached rows
+    and some new ones is answered whole by v2 (not v1 hits mixed with v2 rows), and no v2 value
+    is ever stored under a v1 key."""
+    rows = features_from_orders(generate_round(0, 12, seed=4).orders)
+    etr = FakeEtr()
+    p = pipeline(FakeSolver(), etr, cache=True)
+    l1 = p.cache.cache.l1
+
+    def keys(version, part):
+        return [cache_key("etr", f"v{version}", r, p.cache.quant) for r in part]
+
+    async def go():
+        first = await p.etr_features(rows[:6], CallContext.start(10))
+        etr.serving = "2"  # the roll: the pipeline still believes v1
+        second = await p.etr_features(rows, CallContext.start(10))
+        return first, second
+
+    first, second = asyncio.run(go())
+    assert first.model_version == "1" and second.model_version == "2"
+    np.testing.assert_allclose(second.minutes, RUNTIMES["2"].predict(rows), atol=1e-5)
+    assert all(l1.get(k) is None for k in keys("1", rows[6:]))  # v2 rows not filed as v1
+    assert all(l1.get(k) is not None for k in keys("2", rows))
+    for k, want in zip(keys("1", rows[:6]), RUNTIMES["1"].predict(rows[:6]), strict=True):
+        assert decode(l1.get(k))["v"] == pytest.approx(float(want))
 
 
 def test_every_weight_survives_the_trip_through_the_api_schema():

@@ -1,0 +1,177 @@
+"""Model versions rolled live: a real ``orml serve`` (deploy.yaml, Redis L2, the ETR caches
+on) under steady HTTP load; ``orml models load 2`` then ``orml models load 1`` roll the ETR
+replicas through Serve's REST API. Every request is answered (no failure), every answer's
+minutes are those of the version it names (checked against each version's own runtime, so a
+v2 answer filed under a v1 cache key would show), the replica is the same process throughout
+(reconfigured, not restarted), and ``orml models list|unload`` report and free versions."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+import yaml
+
+from etr import features_from_orders, load_artifact, load_runtime
+from planner import generate_round
+from serve_app.ops.local import free_ports
+from serve_app.schemas import DispatchRequest, OrderIn
+
+ROOT = Path(__file__).resolve().parents[2]
+ORML = [sys.executable, "-m", "cli.main"]
+pytestmark = pytest.mark.serve
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory, redis_server):
+    """``orml serve`` on free ports, serving ETR v1; yields (HTTP URL, dashboard URL)."""
+    http, grpc, dashboard, metrics = free_ports(4)
+    tmp = tmp_path_factory.mktemp("roll")
+    config = yaml.safe_load((ROOT / "deploy.yaml").read_text())
+    etr = next(d for d in config["applications"][0]["deployments"] if d["name"] == "Etr")
+    assert etr["user_config"]["model_version"] == "1"
+    etr["autoscaling_config"]["max_replicas"] = 1  # one process to follow through the roll
+    (tmp / "deploy.yaml").write_text(yaml.safe_dump(config))
+    log = tmp / "serve.log"
+    env = {**os.environ, "ORML_REDIS_URL": redis_server.url}
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                *ORML,
+                *("serve", "--config", str(tmp / "deploy.yaml"), "--port", str(http)),
+                *("--grpc-port", str(grpc), "--dashboard-port", str(dashboard)),
+                *("--metrics-port", str(metrics)),
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 240
+        while "SIGTERM stops" not in log.read_text():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "orml serve did not come up"
+            time.sleep(1)
+        yield f"http://127.0.0.1:{http}", f"http://127.0.0.1:{dashboard}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def orml_models(*args: str, dashboard: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*ORML, "models", *args, "--address", dashboard],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+
+
+def served(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def etr_bodies(n: int) -> list[tuple[dict, dict[str, np.ndarray]]]:
+    """n request bodies and the minutes each version gives them."""
+    runtimes = {v: load_runtime(load_artifact("etr", v), "onnxruntime") for v in ("1", "2")}
+    out = []
+    for seed in range(n):
+        orders = generate_round(0, 4, seed=seed).orders
+        body = {"orders": [OrderIn.from_domain(o).model_dump(mode="json") for o in orders]}
+        features = features_from_orders(orders)
+        out.append((body, {v: r.predict(features) for v, r in runtimes.items()}))
+    return out
+
+
+async def steady_load(url: str, stop: asyncio.Event, rate: float = 40.0) -> list[dict]:
+    """ETR requests (8 bodies, so both caches hit) and a dispatch round every 10th tick."""
+    bodies = etr_bodies(8)
+    round_ = DispatchRequest.from_domain(generate_round(20, 6, seed=3)).model_dump(mode="json")
+    results: list[dict] = []
+
+    async def one(c: httpx.AsyncClient, k: int) -> None:
+        if k % 10 == 9:
+            r = await c.post("/v1/dispatch", json=round_)
+            results.append({"endpoint": "dispatch", "status": r.status_code, **r.json()})
+            return
+        body, want = bodies[k % len(bodies)]
+        r = await c.post("/v1/etr", json=body)
+        got = r.json()
+        results.append({"endpoint": "etr", "status": r.status_code, "want": want, **got})
+
+    async with httpx.AsyncClient(base_url=url, timeout=30) as c:
+        tasks, k = [], 0
+        while not stop.is_set():
+            tasks.append(asyncio.ensure_future(one(c, k)))
+            k += 1
+            await asyncio.sleep(1 / rate)
+        await asyncio.gather(*tasks)
+    return results
+
+
+def test_a_roll_v1_v2_v1_under_load_drops_nothing_and_every_answer_names_its_version(app):
+    url, dashboard = app
+    listed = orml_models("list", dashboard=dashboard)
+    assert "| 2 |" in listed.stdout and served(listed)["model_version"] == "1"
+    replica = httpx.get(f"{url}/readyz", timeout=10).json()["etr"]["replica"]
+
+    async def scenario() -> tuple[list[dict], list[dict]]:
+        stop = asyncio.Event()
+        load = asyncio.ensure_future(steady_load(url, stop))
+        rolls = []
+        for version in ("2", "1"):
+            await asyncio.sleep(4)
+            proc = await asyncio.to_thread(orml_models, "load", version, dashboard=dashboard)
+            rolls.append(served(proc))
+        await asyncio.sleep(4)
+        stop.set()
+        return await load, rolls
+
+    results, rolls = asyncio.run(scenario())
+    assert [r["model_version"] for r in rolls] == ["2", "1"]
+    assert rolls[1]["warm_versions"] == ["2"]  # the replaced version stays warm
+    assert [r for r in results if r["status"] != 200] == []
+    etr = [r for r in results if r["endpoint"] == "etr"]
+    for r in etr:  # the minutes are the named version's, cache hit or not
+        np.testing.assert_allclose(r["minutes"], r["want"][r["model_version"]], rtol=1e-5)
+    versions = [r["model_version"] for r in etr]
+    assert versions[0] == "1" and "2" in versions and versions[-20:] == ["1"] * 20
+    assert {r["model_version"] for r in results if r["endpoint"] == "dispatch"} <= {"1", "2"}
+    assert len(results) > 300
+    print(f"{len(results)} answers; versions in order: {_runs(versions)}; rolls: {rolls}")
+    # The same replica answered throughout: reconfigured in place, never restarted.
+    ready = httpx.get(f"{url}/readyz", timeout=10).json()["etr"]
+    assert ready["replica"] == replica and ready["loaded_versions"] == ["1", "2"]
+
+    refused = orml_models("unload", "1", dashboard=dashboard)
+    assert refused.returncode == 2 and "is serving" in refused.stderr
+    assert served(orml_models("unload", "2", dashboard=dashboard))["warm_versions"] == []
+    missing = orml_models("load", "9", dashboard=dashboard)
+    assert missing.returncode == 2 and "no version '9'" in missing.stderr
+
+
+def _runs(seq: list[str]) -> str:
+    """'1x120 2x150 1x90': each version and how many answers in a row named it."""
+    out: list[list] = []
+    for v in seq:
+        if out and out[-1][0] == v:
+            out[-1][1] += 1
+        else:
+            out.append([v, 1])
+    return " ".join(f"{v}x{n}" for v, n in out)
