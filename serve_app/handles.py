@@ -83,9 +83,12 @@ class SolverHandle:
 class EtrHandle:
     """An ``EtrModel`` over the Etr deployment. The current version is the one that computed
     the latest answer, or that a replica named when asked: asked before the first answer and
-    then every ``refresh_s`` in the background, since a cache that answers every request
-    would otherwise never learn of a roll. During a roll it follows the replicas as they
-    swap."""
+    again once ``refresh_s`` has passed, since a cache that answers every request would
+    otherwise never learn of a roll. During a roll it follows the replicas as they swap.
+
+    The asking is done inline by the first caller after ``refresh_s`` (one ``ready`` hop a
+    second at most): handle calls started from a background task hung the ingress's later
+    calls in Serve's throughput mode (Ray 2.60)."""
 
     def __init__(
         self, handle: DeploymentHandle, failover: Failover, refresh_s: float = 1.0
@@ -94,7 +97,7 @@ class EtrHandle:
         self.calls = 0
         self._version: str | None = None
         self._asked_at = -math.inf  # monotonic
-        self._asking: asyncio.Task[None] | None = None
+        self._asking = asyncio.Lock()  # one ask at a time; the others wait for its answer
 
     async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
         self.calls += 1
@@ -115,12 +118,10 @@ class EtrHandle:
         return got
 
     async def model_version(self) -> str:
-        if self._version is None:
-            await self._ask()
-        elif time.monotonic() - self._asked_at > self.refresh_s and (
-            self._asking is None or self._asking.done()
-        ):
-            self._asking = asyncio.ensure_future(self._ask())
+        if self._version is None or time.monotonic() - self._asked_at > self.refresh_s:
+            async with self._asking:
+                if self._version is None or time.monotonic() - self._asked_at > self.refresh_s:
+                    await self._ask()
         assert self._version is not None
         return self._version
 
@@ -135,7 +136,7 @@ class EtrHandle:
         except Exception:
             if self._version is None:
                 raise
-            return  # a background refresh: the next one asks again
+            return  # a refresh: keep the version known, ask again after refresh_s
         self._version = str(state["model_version"])
 
     async def ready(self) -> dict[str, Any]:
