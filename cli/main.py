@@ -6,6 +6,7 @@ orml round --riders 1000 --orders 300 [--seed 0] [--backend auto] [--max-orders-
 orml replay INSTANCE_DIR [--round-s 60] [--out DIR] [--url http://HOST:PORT [--speedup 60]]
 orml loadtest URL [--endpoint dispatch|etr] [--concurrency 1 2 4 | --rate 10 20] [--out DIR]
 orml models list|load V|unload V [--address http://DASHBOARD:8265] [--app NAME]
+orml k8s rayservice [--config deploy.yaml] --image IMAGE [--secret NAME] [-o rayservice.yaml]
 """
 
 from __future__ import annotations
@@ -311,6 +312,33 @@ def _models(args: argparse.Namespace) -> int:
         return 2
 
 
+def _k8s(args: argparse.Namespace) -> int:
+    import ray
+    import yaml
+
+    from placement.kuberay import RayServiceOptions, rayservice, to_yaml
+    from serve_app.ops import local
+
+    config = yaml.safe_load(args.config.read_text())
+    options = RayServiceOptions(
+        name=args.name,
+        namespace=args.namespace,
+        image=args.image,
+        ray_version=args.ray_version or ray.__version__,
+        gpus_per_pod=args.gpus_per_pod,
+        secret=args.secret,
+        # What `orml serve` gives its local Ray (serve_app.ops.local), minus the local-only.
+        env={**local.THROUGHPUT_ENV, **local.AUTOSCALING_ENV, **local.PROCESS_ENV},
+    )
+    text = to_yaml(rayservice(config, options))
+    if args.out is None:
+        print(text, end="")
+    else:
+        args.out.write_text(text)
+        print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
 DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32)
 
 
@@ -480,6 +508,19 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--app", default=None, help="the application (default: the one with Etr)")
         p.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for a roll")
         p.set_defaults(run=_models)
+
+    k8s = sub.add_parser("k8s", help="Kubernetes manifests (KubeRay)")
+    k8s_sub = k8s.add_subparsers(dest="what", required=True)
+    rs = k8s_sub.add_parser("rayservice", help="a KubeRay RayService from a Serve config")
+    rs.add_argument("--config", type=Path, default=Path("deploy.yaml"), help="deploy.yaml or plan")
+    rs.add_argument("--image", required=True, help="an image with Ray and orml-serve installed")
+    rs.add_argument("--ray-version", default=None, help="Ray in the image (default: this one's)")
+    rs.add_argument("--name", default="orml")
+    rs.add_argument("--namespace", default=None)
+    rs.add_argument("--gpus-per-pod", type=int, default=1)
+    rs.add_argument("--secret", default=None, help="Secret with ORML_REDIS_URL, ORML_API_TOKENS")
+    rs.add_argument("-o", "--out", type=Path, default=None, help="default: standard output")
+    rs.set_defaults(run=_k8s)
 
     ex = sub.add_parser("example", help="print a valid request body for an endpoint")
     ex_sub = ex.add_subparsers(dest="what", required=True)

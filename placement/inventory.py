@@ -26,6 +26,9 @@ class GpuType(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str
     ray_accelerator: str | None = Field(description="Ray's accelerator_type for this card.")
+    gpu_product: str | None = Field(
+        None, description="Kubernetes node label nvidia.com/gpu.product for this card."
+    )
     memory_mb: int = Field(gt=0)
     sm_count: int = Field(gt=0)
     compute_capability: str
