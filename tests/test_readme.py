@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.orml_serve import orml_serve as running
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -73,28 +73,8 @@ def test_the_install_and_test_commands_are_what_ci_runs():
 def orml_serve(tmp_path_factory: pytest.TempPathFactory):
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            ["bash", "-c", "exec orml serve"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 240
-        while "SIGTERM stops" not in log.read_text():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "orml serve did not come up"
-            time.sleep(1)
+    with running(["bash", "-c", "exec orml serve"], env, log):
         yield env
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.mark.serve

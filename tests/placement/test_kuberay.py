@@ -26,19 +26,27 @@ OPTIONS = RayServiceOptions(image="registry.example/orml-serve:0.1.0", ray_versi
 CRD = ROOT / "deploy/kuberay/ray.io_rayservices.yaml"
 
 
-def planned(tmp_path: Path) -> dict:
-    """deploy.yaml as `orml plan` rewrites it for the example inventory and demand."""
-    out = tmp_path / "planned.yaml"
+def orml(*args: str) -> None:
     subprocess.run(
-        [
-            *(sys.executable, "-m", "cli.main", "plan", "-o", str(out)),
-            *("--inventory", "examples/placement/inventory.yaml"),
-            *("--demand", "examples/placement/demand.yaml"),
-        ],
+        [sys.executable, "-m", "cli.main", *args],
         cwd=ROOT,
         check=True,
         capture_output=True,
         timeout=300,
+    )
+
+
+def planned(tmp_path: Path) -> dict:
+    """deploy.yaml as `orml plan` rewrites it for the example inventory and demand."""
+    out = tmp_path / "planned.yaml"
+    orml(
+        "plan",
+        "-o",
+        str(out),
+        "--inventory",
+        "examples/placement/inventory.yaml",
+        "--demand",
+        "examples/placement/demand.yaml",
     )
     return yaml.safe_load(out.read_text())
 
@@ -109,16 +117,7 @@ def test_an_accelerator_the_catalogue_does_not_know_is_refused():
 
 def test_the_cli_writes_the_same_manifest(tmp_path):
     out = tmp_path / "rayservice.yaml"
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "cli.main", "k8s", "rayservice", "--image", OPTIONS.image),
-            *("--ray-version", "2.60.0", "-o", str(out)),
-        ],
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    orml("k8s", "rayservice", "--image", OPTIONS.image, "--ray-version", "2.60.0", "-o", str(out))
     got = yaml.safe_load(out.read_text())
     want = rayservice(DEPLOY, OPTIONS)
     assert got["spec"]["serveConfigV2"] == want["spec"]["serveConfigV2"]

@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -25,6 +23,7 @@ from etr import features_from_orders, load_artifact, load_runtime
 from planner import generate_round
 from serve_app.ops.local import free_ports
 from serve_app.schemas import DispatchRequest, OrderIn
+from tests.orml_serve import orml_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 ORML = [sys.executable, "-m", "cli.main"]
@@ -41,35 +40,14 @@ def app(tmp_path_factory, redis_server):
     assert etr["user_config"]["model_version"] == "1"
     etr["autoscaling_config"]["max_replicas"] = 1  # one process to follow through the roll
     (tmp / "deploy.yaml").write_text(yaml.safe_dump(config))
-    log = tmp / "serve.log"
-    env = {**os.environ, "ORML_REDIS_URL": redis_server.url}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                *ORML,
-                *("serve", "--config", str(tmp / "deploy.yaml"), "--port", str(http)),
-                *("--grpc-port", str(grpc), "--dashboard-port", str(dashboard)),
-                *("--metrics-port", str(metrics)),
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 240
-        while "SIGTERM stops" not in log.read_text():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "orml serve did not come up"
-            time.sleep(1)
+    argv = [
+        *ORML,
+        *("serve", "--config", str(tmp / "deploy.yaml"), "--port", str(http)),
+        *("--grpc-port", str(grpc), "--dashboard-port", str(dashboard)),
+        *("--metrics-port", str(metrics)),
+    ]
+    with orml_serve(argv, {**os.environ, "ORML_REDIS_URL": redis_server.url}, tmp / "serve.log"):
         yield f"http://127.0.0.1:{http}", f"http://127.0.0.1:{dashboard}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def orml_models(*args: str, dashboard: str) -> subprocess.CompletedProcess[str]:
