@@ -1,9 +1,10 @@
 """Model versions rolled live: a real ``orml serve`` (deploy.yaml, Redis L2, the ETR caches
-on) under steady HTTP load; ``orml models load 2`` then ``orml models load 1`` roll the ETR
-replicas through Serve's REST API. Every request is answered (no failure), every answer's
-minutes are those of the version it names (checked against each version's own runtime, so a
-v2 answer filed under a v1 cache key would show), the replica is the same process throughout
-(reconfigured, not restarted), and ``orml models list|unload`` report and free versions."""
+on) under steady load over HTTP and gRPC; ``orml models load 2`` then ``orml models load 1``
+roll the ETR replicas through Serve's REST API. Every request is answered (no failure), every
+answer's minutes are those of the version it names (checked against each version's own
+runtime, so a v2 answer filed under a v1 cache key would show), the replica is the same process
+throughout (reconfigured, not restarted), and ``orml models list|unload`` report and free
+versions."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import yaml
 
 from etr import features_from_orders, load_artifact, load_runtime
 from planner import generate_round
+from serve_app.grpc_api.client import OrmlGrpcClient, OrmlGrpcError
 from serve_app.ops.local import free_ports
 from serve_app.schemas import DispatchRequest, OrderIn
 from tests.orml_serve import orml_serve
@@ -32,7 +34,8 @@ pytestmark = pytest.mark.serve
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, redis_server):
-    """``orml serve`` on free ports, serving ETR v1; yields (HTTP URL, dashboard URL)."""
+    """``orml serve`` on free ports, serving ETR v1; yields (HTTP URL, gRPC address,
+    dashboard URL)."""
     http, grpc, dashboard, metrics = free_ports(4)
     tmp = tmp_path_factory.mktemp("roll")
     config = yaml.safe_load((ROOT / "deploy.yaml").read_text())
@@ -47,7 +50,7 @@ def app(tmp_path_factory, redis_server):
         *("--metrics-port", str(metrics)),
     ]
     with orml_serve(argv, {**os.environ, "ORML_REDIS_URL": redis_server.url}, tmp / "serve.log"):
-        yield f"http://127.0.0.1:{http}", f"http://127.0.0.1:{dashboard}"
+        yield f"http://127.0.0.1:{http}", f"127.0.0.1:{grpc}", f"http://127.0.0.1:{dashboard}"
 
 
 def orml_models(*args: str, dashboard: str) -> subprocess.CompletedProcess[str]:
@@ -65,33 +68,42 @@ def served(proc: subprocess.CompletedProcess[str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def etr_bodies(n: int) -> list[tuple[dict, dict[str, np.ndarray]]]:
-    """n request bodies and the minutes each version gives them."""
+def etr_requests(n: int) -> list[tuple[list, dict, dict[str, np.ndarray]]]:
+    """n requests: the orders, their /v1/etr body and the minutes each version gives them."""
     runtimes = {v: load_runtime(load_artifact("etr", v), "onnxruntime") for v in ("1", "2")}
     out = []
     for seed in range(n):
         orders = generate_round(0, 4, seed=seed).orders
         body = {"orders": [OrderIn.from_domain(o).model_dump(mode="json") for o in orders]}
         features = features_from_orders(orders)
-        out.append((body, {v: r.predict(features) for v, r in runtimes.items()}))
+        out.append((orders, body, {v: r.predict(features) for v, r in runtimes.items()}))
     return out
 
 
-async def steady_load(url: str, stop: asyncio.Event, rate: float = 40.0) -> list[dict]:
-    """ETR requests (8 bodies, so both caches hit) and a dispatch round every 10th tick."""
-    bodies = etr_bodies(8)
+async def steady_load(
+    url: str, grpc_address: str, stop: asyncio.Event, rate: float = 40.0
+) -> list[dict]:
+    """ETR requests (8 bodies, so both caches hit), every 5th over gRPC, and a dispatch round
+    every 10th tick."""
+    requests = etr_requests(8)
     round_ = DispatchRequest.from_domain(generate_round(20, 6, seed=3)).model_dump(mode="json")
     results: list[dict] = []
+    grpc_client = OrmlGrpcClient(grpc_address)
 
     async def one(c: httpx.AsyncClient, k: int) -> None:
+        orders, body, want = requests[k % len(requests)]
         if k % 10 == 9:
             r = await c.post("/v1/dispatch", json=round_)
             results.append({"endpoint": "dispatch", "status": r.status_code, **r.json()})
-            return
-        body, want = bodies[k % len(bodies)]
-        r = await c.post("/v1/etr", json=body)
-        got = r.json()
-        results.append({"endpoint": "etr", "status": r.status_code, "want": want, **got})
+        elif k % 5 == 2:
+            try:
+                got = (await asyncio.to_thread(grpc_client.etr, orders)).model_dump()
+                results.append({"endpoint": "etr", "status": 200, "want": want, **got})
+            except OrmlGrpcError as exc:
+                results.append({"endpoint": "etr", "status": str(exc.code), "grpc": True})
+        else:
+            r = await c.post("/v1/etr", json=body)
+            results.append({"endpoint": "etr", "status": r.status_code, "want": want, **r.json()})
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         tasks, k = [], 0
@@ -100,18 +112,19 @@ async def steady_load(url: str, stop: asyncio.Event, rate: float = 40.0) -> list
             k += 1
             await asyncio.sleep(1 / rate)
         await asyncio.gather(*tasks)
+    grpc_client.close()
     return results
 
 
 def test_a_roll_v1_v2_v1_under_load_drops_nothing_and_every_answer_names_its_version(app):
-    url, dashboard = app
+    url, grpc_address, dashboard = app
     listed = orml_models("list", dashboard=dashboard)
     assert "| 2 |" in listed.stdout and served(listed)["model_version"] == "1"
     replica = httpx.get(f"{url}/readyz", timeout=10).json()["etr"]["replica"]
 
     async def scenario() -> tuple[list[dict], list[dict]]:
         stop = asyncio.Event()
-        load = asyncio.ensure_future(steady_load(url, stop))
+        load = asyncio.ensure_future(steady_load(url, grpc_address, stop))
         rolls = []
         for version in ("2", "1"):
             await asyncio.sleep(4)
