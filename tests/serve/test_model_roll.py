@@ -2,8 +2,8 @@
 on) under steady load over HTTP and gRPC; ``orml models load 2`` then ``orml models load 1``
 roll the ETR replicas through Serve's REST API. Every request is answered (no failure), every
 answer's minutes are those of the version it names (checked against each version's own
-runtime, so a v2 answer filed under a v1 cache key would show), the replica is the same process
-throughout (reconfigured, not restarted), and ``orml models list|unload`` report and free
+runtime, so a v2 answer filed under a v1 cache key would show), the two Etr replicas are the
+same processes throughout (reconfigured, not restarted), and ``orml models list|unload`` report and free
 versions."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import yaml
 from etr import features_from_orders, load_artifact, load_runtime
 from planner import generate_round
 from serve_app.grpc_api.client import OrmlGrpcClient, OrmlGrpcError
+from serve_app.ops import models
 from serve_app.ops.local import free_ports
 from serve_app.schemas import DispatchRequest, OrderIn
 from tests.orml_serve import orml_serve
@@ -41,7 +42,10 @@ def app(tmp_path_factory, redis_server):
     config = yaml.safe_load((ROOT / "deploy.yaml").read_text())
     etr = next(d for d in config["applications"][0]["deployments"] if d["name"] == "Etr")
     assert etr["user_config"]["model_version"] == "1"
-    etr["autoscaling_config"]["max_replicas"] = 1  # one process to follow through the roll
+    # Two replicas, fixed: they swap one after the other, and both must be the same processes
+    # after the roll.
+    del etr["autoscaling_config"]
+    etr["num_replicas"] = 2
     (tmp / "deploy.yaml").write_text(yaml.safe_dump(config))
     argv = [
         *ORML,
@@ -61,6 +65,13 @@ def orml_models(*args: str, dashboard: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=180,
     )
+
+
+def etr_replicas(dashboard: str) -> dict[str, str]:
+    """The Etr replicas' ids and their processes (Serve's REST API)."""
+    details = models.client(dashboard).get_serve_details()
+    replicas = details["applications"]["orml"]["deployments"]["Etr"]["replicas"]
+    return {r["replica_id"]: r["pid"] for r in replicas}
 
 
 def served(proc: subprocess.CompletedProcess[str]) -> dict:
@@ -120,7 +131,8 @@ def test_a_roll_v1_v2_v1_under_load_drops_nothing_and_every_answer_names_its_ver
     url, grpc_address, dashboard = app
     listed = orml_models("list", dashboard=dashboard)
     assert "| 2 |" in listed.stdout and served(listed)["model_version"] == "1"
-    replica = httpx.get(f"{url}/readyz", timeout=10).json()["etr"]["replica"]
+    replicas = etr_replicas(dashboard)
+    assert len(replicas) == 2
 
     async def scenario() -> tuple[list[dict], list[dict]]:
         stop = asyncio.Event()
@@ -146,9 +158,9 @@ def test_a_roll_v1_v2_v1_under_load_drops_nothing_and_every_answer_names_its_ver
     assert {r["model_version"] for r in results if r["endpoint"] == "dispatch"} <= {"1", "2"}
     assert len(results) > 300
     print(f"{len(results)} answers; versions in order: {_runs(versions)}; rolls: {rolls}")
-    # The same replica answered throughout: reconfigured in place, never restarted.
-    ready = httpx.get(f"{url}/readyz", timeout=10).json()["etr"]
-    assert ready["replica"] == replica and ready["loaded_versions"] == ["1", "2"]
+    # The same replicas answered throughout: reconfigured in place, never restarted.
+    assert etr_replicas(dashboard) == replicas
+    assert httpx.get(f"{url}/readyz", timeout=10).json()["etr"]["loaded_versions"] == ["1", "2"]
 
     refused = orml_models("unload", "1", dashboard=dashboard)
     assert refused.returncode == 2 and "is serving" in refused.stderr
