@@ -97,7 +97,7 @@ class EtrHandle:
         self.calls = 0
         self._version: str | None = None
         self._asked_at = -math.inf  # monotonic
-        self._asking = asyncio.Lock()  # one ask at a time; the others wait for its answer
+        self._asking = asyncio.Lock()  # one ask at a time (only the first is waited for)
 
     async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
         self.calls += 1
@@ -118,7 +118,10 @@ class EtrHandle:
         return got
 
     async def model_version(self) -> str:
-        if self._version is None or time.monotonic() - self._asked_at > self.refresh_s:
+        stale = time.monotonic() - self._asked_at > self.refresh_s
+        # Only the first call waits for an answer; a refresh already under way is not waited
+        # for (the version known is used meanwhile).
+        if self._version is None or (stale and not self._asking.locked()):
             async with self._asking:
                 if self._version is None or time.monotonic() - self._asked_at > self.refresh_s:
                     await self._ask()
@@ -127,11 +130,12 @@ class EtrHandle:
 
     async def _ask(self) -> None:
         self._asked_at = time.monotonic()
+        # A refresh is bounded by the refresh period: a request must not wait on a slow
+        # replica for a version it already has.
+        timeout = self.failover.call_timeout_s if self._version is None else self.refresh_s
         try:
             state = await self.failover.call(
-                "Etr.ready",
-                lambda: self.handle.ready.remote(),
-                CallContext.start(self.failover.call_timeout_s),
+                "Etr.ready", lambda: self.handle.ready.remote(), CallContext.start(timeout)
             )
         except Exception:
             if self._version is None:
