@@ -15,14 +15,13 @@ the same method here with a ``CallContext``. In order, for a dispatch round:
 6. unpack: the plan, with the timing of every stage.
 
 So a dispatch costs two hops (ETR, solver), one when every ETR row is cached (or the round
-says `etr_floor: false`).
+says `etr_floor: false`). The stage names are ``planner.dispatch_round.STAGES``; this module
+adds ``admission_ms`` and ``decode_ms``, the serving path's own.
 
 Every ETR answer (and a plan's ETR floor) comes from ONE model version and names it, also
 while a roll swaps versions replica by replica: cache keys carry the version the caller
 believes is serving, and rows a replica computed with another version are never stored under
-them (``_cached_predict``). The stage names
-are ``planner.dispatch_round.STAGES``; this module adds ``admission_ms`` and ``decode_ms``, the
-serving path's own.
+them (``_cached_predict``).
 """
 
 from __future__ import annotations
@@ -222,7 +221,8 @@ class Pipeline:
             return await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
 
     async def etr_features(self, features: np.ndarray, ctx: CallContext) -> Prediction:
-        """ETR minutes float32[k] for features float32[k, 39] (the Python API)."""
+        """ETR minutes float32[k] for features float32[k, 39], and their version (the Python
+        API)."""
         async with await self.admission.acquire("etr", ctx):
             return await self._cached_predict(features, ctx)
 
