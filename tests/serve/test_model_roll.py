@@ -3,8 +3,8 @@ on) under steady load over HTTP and gRPC; ``orml models load 2`` then ``orml mod
 roll the ETR replicas through Serve's REST API. Every request is answered (no failure), every
 answer's minutes are those of the version it names (checked against each version's own
 runtime, so a v2 answer filed under a v1 cache key would show), the two Etr replicas are the
-same processes throughout (reconfigured, not restarted), and ``orml models list|unload`` report and free
-versions."""
+same processes throughout (reconfigured, not restarted), and ``orml models list|unload``
+report and free versions."""
 
 from __future__ import annotations
 
