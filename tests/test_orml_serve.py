@@ -101,3 +101,23 @@ def test_a_port_already_in_use_is_named_at_start():
         )
     assert run.returncode == 2
     assert f"HTTP port {port} already in use" in run.stderr
+
+
+def test_each_local_cluster_takes_its_own_ingress_ports_away_from_bound_ones():
+    """Serve binds ingress replicas' ports with SO_REUSEPORT from one fixed range, so two local
+    clusters would share them (and each other's requests); each takes a block of its own, and
+    a block with a port already bound (here with SO_REUSEPORT, as a replica binds) is skipped."""
+    import random
+
+    from serve_app.ops.local import DIRECT_INGRESS_BLOCK, direct_ingress_env
+
+    first = direct_ingress_env(random.Random(7))
+    low = int(first["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"])
+    assert int(first["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"]) == low + DIRECT_INGRESS_BLOCK - 1
+    assert int(first["RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT"]) == low + DIRECT_INGRESS_BLOCK
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        held.bind(("0.0.0.0", low + 3))
+        held.listen()
+        second = direct_ingress_env(random.Random(7))  # the same draw, that block now taken
+    assert second["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"] != str(low)

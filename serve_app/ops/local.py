@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -42,6 +43,12 @@ autoscaling stats (our Busy, ``actors.autoscaling``) only when replicas collect 
 ongoing-request metric; with the handles collecting it (Ray's default) a replica whose
 autoscaling config arrives after it starts never pushes them, and the Busy policy sees none."""
 
+#: Ports per protocol for one local cluster's ingress replicas (see ``direct_ingress_env``).
+DIRECT_INGRESS_BLOCK = 50
+#: Where those blocks are taken from: below Linux's ephemeral ports (32768+) and Serve's own
+#: ranges (30000-31000 HTTP, 40000-41000 gRPC).
+DIRECT_INGRESS_RANGE = (20000, 30000)
+
 PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 """Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
 thread that allocates its own malloc arena, up to 8 per core; with Ray's and Serve's threads
@@ -51,6 +58,44 @@ on a cluster set it in the nodes' environment (``ray start``, the container imag
 
 GRPC_SERVICERS = ["serve_app.grpc_api.orml_pb2_grpc.add_OrmlServicer_to_server"]
 """What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
+
+
+def direct_ingress_env(rng: random.Random | None = None) -> dict[str, str]:
+    """Ports of this local cluster's own for its ingress replicas (throughput mode).
+
+    Serve gives each ingress replica an HTTP and a gRPC port from fixed ranges (30000-31000,
+    40000-41000), lowest first, per cluster, and binds the gRPC one with SO_REUSEPORT: with
+    three local clusters running, `ss` showed three ingress replicas listening on 40000, and
+    every gRPC request to one cluster could be answered by another's (seen: a test app
+    answering every 5th request, its gRPC ones, with the other cluster's model version). Each
+    cluster started here takes a block of ``DIRECT_INGRESS_BLOCK`` ports per protocol, chosen
+    at random among the blocks of ``DIRECT_INGRESS_RANGE`` with no port bound now.
+    RuntimeError when there is none.
+    """
+    rng = rng or random.Random()
+    low, high = DIRECT_INGRESS_RANGE
+    step = 2 * DIRECT_INGRESS_BLOCK
+    bases = list(range(low, high - step + 1, step))
+    rng.shuffle(bases)
+    for base in bases:
+        if all(_bindable(port) for port in range(base, base + step)):
+            grpc = base + DIRECT_INGRESS_BLOCK
+            return {
+                "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(base),
+                "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(grpc - 1),
+                "RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT": str(grpc),
+                "RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT": str(base + step - 1),
+            }
+    raise RuntimeError(f"no block of {step} free ports in {low}-{high} for ingress replicas")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+        return True
 
 
 def free_port() -> int:
@@ -176,6 +221,7 @@ def start(
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
+        env.update(direct_ingress_env())
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
         env.update(haproxy_env(_haproxy_dir, next(ports), next(ports), loopback_stats))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -109,12 +110,13 @@ async def steady_load(
         elif k % 5 == 2:
             try:
                 got = (await asyncio.to_thread(grpc_client.etr, orders)).model_dump()
-                results.append({"endpoint": "etr", "status": 200, "want": want, **got})
+                results.append({"endpoint": "etr", "via": "grpc", "status": 200, **got})
             except OrmlGrpcError as exc:
-                results.append({"endpoint": "etr", "status": str(exc.code), "grpc": True})
+                results.append({"endpoint": "etr", "via": "grpc", "status": str(exc.code)})
         else:
             r = await c.post("/v1/etr", json=body)
-            results.append({"endpoint": "etr", "status": r.status_code, "want": want, **r.json()})
+            results.append({"endpoint": "etr", "via": "http", "status": r.status_code, **r.json()})
+        results[-1].update(at=time.monotonic(), want=want)
 
     async with httpx.AsyncClient(base_url=url, timeout=30) as c:
         tasks, k = [], 0
@@ -141,23 +143,27 @@ def test_a_roll_v1_v2_v1_under_load_drops_nothing_and_every_answer_names_its_ver
         for version in ("2", "1"):
             await asyncio.sleep(4)
             proc = await asyncio.to_thread(orml_models, "load", version, dashboard=dashboard)
-            rolls.append(served(proc))
+            rolls.append({**served(proc), "done_at": time.monotonic()})
         await asyncio.sleep(4)
         stop.set()
         return await load, rolls
 
     results, rolls = asyncio.run(scenario())
+    etr = [r for r in results if r["endpoint"] == "etr"]
+    versions = [r["model_version"] for r in etr]
+    after = [
+        f"{r['via']}:{r['model_version']}@{r['at'] - rolls[-1]['done_at']:+.2f}s" for r in etr[-40:]
+    ]
+    print(f"{len(results)} answers; versions in order: {_runs(versions)}; rolls: {rolls}")
+    print("the last ETR answers (version, seconds after the roll back):", " ".join(after))
     assert [r["model_version"] for r in rolls] == ["2", "1"]
     assert rolls[1]["warm_versions"] == ["2"]  # the replaced version stays warm
     assert [r for r in results if r["status"] != 200] == []
-    etr = [r for r in results if r["endpoint"] == "etr"]
     for r in etr:  # the minutes are the named version's, cache hit or not
         np.testing.assert_allclose(r["minutes"], r["want"][r["model_version"]], rtol=1e-5)
-    versions = [r["model_version"] for r in etr]
     assert versions[0] == "1" and "2" in versions and versions[-20:] == ["1"] * 20
     assert {r["model_version"] for r in results if r["endpoint"] == "dispatch"} <= {"1", "2"}
     assert len(results) > 300
-    print(f"{len(results)} answers; versions in order: {_runs(versions)}; rolls: {rolls}")
     # The same replicas answered throughout: reconfigured in place, never restarted.
     assert etr_replicas(dashboard) == replicas
     assert httpx.get(f"{url}/readyz", timeout=10).json()["etr"]["loaded_versions"] == ["1", "2"]
