@@ -179,7 +179,7 @@ def roll(
     details = rest.get_serve_details()
     app = etr_app(details, app)
     new = change(running_config(details), app)
-    want = _etr_user_config(copy.deepcopy(new), app)
+    want = _etr_user_config(new, app)  # change() has put it there: a read
     t0 = time.monotonic()
     rest.deploy_applications(new)
     last = ""
