@@ -109,15 +109,15 @@ def test_each_local_cluster_takes_its_own_ingress_ports_away_from_bound_ones():
     a block with a port already bound (here with SO_REUSEPORT, as a replica binds) is skipped."""
     import random
 
-    from serve_app.ops.local import DIRECT_INGRESS_BLOCK, direct_ingress_env
+    from serve_app.ops.local import DIRECT_INGRESS_BLOCK, cluster_port_block, direct_ingress_env
 
-    first = direct_ingress_env(random.Random(7))
-    low = int(first["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"])
-    assert int(first["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"]) == low + DIRECT_INGRESS_BLOCK - 1
-    assert int(first["RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT"]) == low + DIRECT_INGRESS_BLOCK
+    low = cluster_port_block(random.Random(7))
+    env = direct_ingress_env(low)
+    assert int(env["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"]) == low
+    assert int(env["RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT"]) == low + DIRECT_INGRESS_BLOCK - 1
+    assert int(env["RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT"]) == low + DIRECT_INGRESS_BLOCK
     with socket.socket() as held:
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         held.bind(("0.0.0.0", low + 3))
         held.listen()
-        second = direct_ingress_env(random.Random(7))  # the same draw, that block now taken
-    assert second["RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT"] != str(low)
+        assert cluster_port_block(random.Random(7)) != low  # the same draw, that block taken

@@ -43,11 +43,15 @@ autoscaling stats (our Busy, ``actors.autoscaling``) only when replicas collect 
 ongoing-request metric; with the handles collecting it (Ray's default) a replica whose
 autoscaling config arrives after it starts never pushes them, and the Busy policy sees none."""
 
-#: Ports per protocol for one local cluster's ingress replicas (see ``direct_ingress_env``).
+#: Ports per protocol for one local cluster's ingress replicas (see ``cluster_port_block``).
 DIRECT_INGRESS_BLOCK = 50
-#: Where those blocks are taken from: below Linux's ephemeral ports (32768+) and Serve's own
-#: ranges (30000-31000 HTTP, 40000-41000 gRPC).
-DIRECT_INGRESS_RANGE = (20000, 30000)
+#: A local cluster's own ports: its ingress replicas' (HTTP, then gRPC), then HAProxy's stats
+#: and metrics ports.
+CLUSTER_BLOCK = 2 * DIRECT_INGRESS_BLOCK + 2
+#: Where those blocks are taken from: below Linux's ephemeral ports (32768+, which outgoing
+#: connections take at any moment: a port found free there can be gone when HAProxy binds it)
+#: and Serve's own ranges (30000-31000 HTTP, 40000-41000 gRPC).
+CLUSTER_PORT_RANGE = (20000, 30000)
 
 PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 """Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
@@ -60,33 +64,37 @@ GRPC_SERVICERS = ["serve_app.grpc_api.orml_pb2_grpc.add_OrmlServicer_to_server"]
 """What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
 
 
-def direct_ingress_env(rng: random.Random | None = None) -> dict[str, str]:
-    """Ports of this local cluster's own for its ingress replicas (throughput mode).
+def cluster_port_block(rng: random.Random | None = None) -> int:
+    """The first of ``CLUSTER_BLOCK`` ports of this local cluster's own, all free now.
 
     Serve gives each ingress replica an HTTP and a gRPC port from fixed ranges (30000-31000,
     40000-41000), lowest first, per cluster, and binds the gRPC one with SO_REUSEPORT: with
     three local clusters running, `ss` showed three ingress replicas listening on 40000, and
     every gRPC request to one cluster could be answered by another's (seen: a test app
     answering every 5th request, its gRPC ones, with the other cluster's model version). Each
-    cluster started here takes a block of ``DIRECT_INGRESS_BLOCK`` ports per protocol, chosen
-    at random among the blocks of ``DIRECT_INGRESS_RANGE`` with no port bound now.
-    RuntimeError when there is none.
+    cluster started here takes a block chosen at random among those of
+    ``CLUSTER_PORT_RANGE`` with no port bound now (``direct_ingress_env`` and HAProxy's ports
+    come from it). RuntimeError when there is none.
     """
     rng = rng or random.Random()
-    low, high = DIRECT_INGRESS_RANGE
-    step = 2 * DIRECT_INGRESS_BLOCK
-    bases = list(range(low, high - step + 1, step))
+    low, high = CLUSTER_PORT_RANGE
+    bases = list(range(low, high - CLUSTER_BLOCK + 1, CLUSTER_BLOCK))
     rng.shuffle(bases)
     for base in bases:
-        if all(_bindable(port) for port in range(base, base + step)):
-            grpc = base + DIRECT_INGRESS_BLOCK
-            return {
-                "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(base),
-                "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(grpc - 1),
-                "RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT": str(grpc),
-                "RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT": str(base + step - 1),
-            }
-    raise RuntimeError(f"no block of {step} free ports in {low}-{high} for ingress replicas")
+        if all(_bindable(port) for port in range(base, base + CLUSTER_BLOCK)):
+            return base
+    raise RuntimeError(f"no block of {CLUSTER_BLOCK} free ports in {low}-{high}")
+
+
+def direct_ingress_env(base: int) -> dict[str, str]:
+    """Serve's ingress-replica port ranges, from the block at ``base`` (cluster_port_block)."""
+    grpc = base + DIRECT_INGRESS_BLOCK
+    return {
+        "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(base),
+        "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(grpc - 1),
+        "RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT": str(grpc),
+        "RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT": str(grpc + DIRECT_INGRESS_BLOCK - 1),
+    }
 
 
 def _bindable(port: int) -> bool:
@@ -213,7 +221,7 @@ def start(
     from ray.serve.config import gRPCOptions
 
     apply_process_env()
-    ports = iter(free_ports(5))  # distinct, whichever of them are used
+    ports = iter(free_ports(3))  # distinct, whichever of them are used
     http_port = http_port or next(ports)
     grpc_port = grpc_port or next(ports)
     metrics_port = metrics_port or next(ports)
@@ -221,9 +229,11 @@ def start(
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
-        env.update(direct_ingress_env())
+        base = cluster_port_block()
+        env.update(direct_ingress_env(base))
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
-        env.update(haproxy_env(_haproxy_dir, next(ports), next(ports), loopback_stats))
+        haproxy_ports = base + 2 * DIRECT_INGRESS_BLOCK, base + 2 * DIRECT_INGRESS_BLOCK + 1
+        env.update(haproxy_env(_haproxy_dir, *haproxy_ports, loopback_stats))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
     with _environment(env):
