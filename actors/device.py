@@ -237,7 +237,7 @@ class DeviceGuard:
         err = self.sticky_error()
         if err is not None:
             self.trip(err)
-            raise DeviceUnhealthy(self.device, self.reason) from cause
+            raise DeviceUnhealthy(self.device, self.reason, during_call=True) from cause
 
     def _next_deadline(self) -> float:
         with self._lock:

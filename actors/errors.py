@@ -8,15 +8,19 @@ class DeviceUnhealthy(RuntimeError):
 
     Raised from ``check_health`` so Serve replaces the replica, and from request methods once
     detected so no further work lands on a poisoned device.
+
+    during_call : the device failed while this call's own work ran on it (the call may be
+    what broke it: the ingress does not hand it to replica after replica), not before.
     """
 
-    def __init__(self, device: str, reason: str) -> None:
+    def __init__(self, device: str, reason: str, during_call: bool = False) -> None:
         super().__init__(f"device {device} unhealthy: {reason}")
         self.device = device
         self.reason = reason
+        self.during_call = during_call
 
-    def __reduce__(self):  # crosses process boundaries through Ray: rebuild from both fields
-        return (type(self), (self.device, self.reason))
+    def __reduce__(self):  # crosses process boundaries through Ray: rebuild from every field
+        return (type(self), (self.device, self.reason, self.during_call))
 
 
 class DeadlinePassed(RuntimeError):
@@ -28,3 +32,15 @@ class DeadlinePassed(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.waited_s,))
+
+
+class Abandoned(RuntimeError):
+    """A call stopped computing because nobody waits for it any more: its caller cancelled it
+    or its deadline passed (``actors.abandon``)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"stopped: {why}")
+        self.why = why
+
+    def __reduce__(self):
+        return (type(self), (self.why,))

@@ -13,13 +13,13 @@ replica measures its Busy per traffic class and publishes it to the router and t
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from ray import serve
 
+from actors.abandon import Abandon
 from actors.device import GuardSettings, replica_guard
 from actors.emulation import EmulatedDevice, Emulation
 from actors.errors import DeviceUnhealthy
@@ -33,6 +33,10 @@ from kernels.backend import module_for, resolve_backend
 from planner import generate_round
 from planner.dispatch_round import Assigned, RoundArrays, price_candidates, solve_round
 from planner.dispatch_round import round_arrays as pack_arrays
+
+#: The most of a call's deadline its watchdog waits for (x-timeout-ms may ask for an hour):
+#: past this plus ``watchdog_s`` a round still computing is taken for a wedged device.
+MAX_WATCHED_WAIT_S = 120.0
 
 
 @serve.deployment(
@@ -105,15 +109,22 @@ class OrSolverDeployment:
         etr_floor: np.ndarray | None = None,
         improve_routes: bool = True,
         traffic_class: str = TrafficClass.ONLINE,
+        timeout_s: float | None = None,
     ) -> Assigned:
         """The solve stage of a round (``planner.dispatch_round.solve_round``), host arrays out.
-        An online round makes a static solve on this replica step aside while it computes."""
+        An online round makes a static solve on this replica step aside while it computes.
+
+        timeout_s : how long the caller waits (None: no deadline). The round stops computing
+        (``Abandoned``) at its next checkpoint once that has passed or the call is cancelled,
+        and its watchdog allows that time plus ``watchdog_s``: a round the caller may wait for
+        is never taken for a wedged device."""
         cls = TrafficClass(traffic_class)
-        args = (arrays, weights, etr_floor, improve_routes, cls)
+        abandon = Abandon(timeout_s)
+        args = (arrays, weights, etr_floor, improve_routes, cls, abandon)
         if cls is TrafficClass.ONLINE:
             with self.gate.online():
-                return await asyncio.to_thread(self._solve_round, *args)
-        return await asyncio.to_thread(self._solve_round, *args)
+                return await abandon.run(self._solve_round, *args)
+        return await abandon.run(self._solve_round, *args)
 
     def _solve_round(
         self,
@@ -122,20 +133,31 @@ class OrSolverDeployment:
         etr_floor: np.ndarray | None,
         improve_routes: bool,
         traffic_class: TrafficClass,
+        abandon: Abandon,
     ) -> Assigned:
         def compute() -> Assigned:
             return solve_round(
-                arrays.to(self.xp), weights, etr_floor=etr_floor, improve_routes=improve_routes
+                arrays.to(self.xp),
+                weights,
+                etr_floor=etr_floor,
+                improve_routes=improve_routes,
+                checkpoint=abandon.checkpoint,
             )
 
-        with self.load.working(traffic_class), self.guard.watch(self.settings.watchdog_s):
+        abandon.checkpoint()  # it may have waited in Serve's queue past its deadline
+        budget = self.settings.watchdog_s + min(abandon.remaining_s(), MAX_WATCHED_WAIT_S)
+        with self.load.working(traffic_class), self.guard.watch(budget):
             out = compute() if self.emulated is None else self.emulated.run(compute)
         return replace(out, solved_by=self.replica)
 
-    async def solve_pdptw(self, instance: Any, time_limit_s: float, seed: int) -> dict[str, Any]:
+    async def solve_pdptw(
+        self, instance: Any, time_limit_s: float, seed: int, timeout_s: float | None = None
+    ) -> dict[str, Any]:
         """Offline: solve a static PDPTW instance (``planner.pdptw``); a summary with routes.
-        It steps aside between LNS iterations while online rounds compute here."""
-        return await asyncio.to_thread(self._solve_pdptw, instance, time_limit_s, seed)
+        It steps aside between LNS iterations while online rounds compute here, and stops
+        (``Abandoned``) once its caller has gone (cancelled, or ``timeout_s`` passed)."""
+        abandon = Abandon(timeout_s)
+        return await abandon.run(self._solve_pdptw, instance, time_limit_s, seed, abandon)
 
     def _step_aside(self) -> float:
         """Between a static solve's iterations: wait for online work, not counted as busy."""
@@ -147,15 +169,24 @@ class OrSolverDeployment:
         finally:
             self.load.resume(TrafficClass.OFFLINE)
 
-    def _solve_pdptw(self, instance: Any, time_limit_s: float, seed: int) -> dict[str, Any]:
+    def _solve_pdptw(
+        self, instance: Any, time_limit_s: float, seed: int, abandon: Abandon
+    ) -> dict[str, Any]:
         from planner.pdptw.evaluate import evaluate
         from planner.pdptw.solve import solve
 
+        abandon.checkpoint()
         with (
             self.load.working(TrafficClass.OFFLINE),
             self.guard.watch(time_limit_s + self.settings.watchdog_s),
         ):
-            sol = solve(instance, time_limit_s=time_limit_s, seed=seed, yield_to=self._step_aside)
+            sol = solve(
+                instance,
+                time_limit_s=time_limit_s,
+                seed=seed,
+                yield_to=self._step_aside,
+                checkpoint=abandon.checkpoint,
+            )
         ev = evaluate(instance, sol.routes)
         return {
             "instance": instance.name,
@@ -164,6 +195,7 @@ class OrSolverDeployment:
             "feasible": ev.feasible and not sol.unassigned,
             "seconds": sol.seconds,
             "routes": sol.routes,
+            "unassigned": sol.unassigned,
         }
 
     def stats(self) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A circuit breaker for the Redis level: stop asking a failing Redis, probe, come back.
 
 closed --(failure_threshold consecutive failures)--> open --(reset_after_s)--> half-open
-half-open lets one probe through: success closes, failure opens again.
+half-open lets one probe through: success closes, failure opens again; a probe that ends
+neither way (cancelled, or never sent) is ``release``d so the next call may probe.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ class CircuitBreaker:
     def success(self) -> None:
         self.state = BreakerState.CLOSED
         self.failures = 0
+        self._probing = False
+
+    def release(self) -> None:
+        """A call ``allow`` let through ended without an answer from Redis either way."""
         self._probing = False
 
     def failure(self) -> None:

@@ -5,6 +5,11 @@ costs a request at most ``timeout_s`` before it is treated as a miss; after
 ``failure_threshold`` failures the breaker stops asking until a probe succeeds. Batched lookups
 use one MGET; writes go through one pipeline with TTLs jittered so entries written together do
 not expire together.
+
+At most ``max_connections`` calls run at once. A call that finds them all busy waits for one
+within its timeout, and if none frees it is a miss counted as ``pool_busy``: back-pressure
+from this process's own burst, not a Redis failure, so it never opens the breaker. A call
+cancelled half-way (its request went away) neither fails nor closes the breaker.
 """
 
 from __future__ import annotations
@@ -25,12 +30,14 @@ from cache.stats import CacheStats
 
 
 class RedisL2:
-    """url : ``redis://[:password@]host:port/db`` (``rediss://`` for TLS)."""
+    """url : ``redis://[:password@]host:port/db`` (``rediss://`` for TLS); password : when
+    given, it overrides the URL's."""
 
     def __init__(
         self,
         url: str,
         *,
+        password: str | None = None,
         timeout_s: float = 0.05,
         max_connections: int = 64,
         ttl_jitter: float = 0.1,
@@ -39,11 +46,14 @@ class RedisL2:
     ) -> None:
         self.url = url
         self.timeout_s = timeout_s
+        self._slots = asyncio.Semaphore(max_connections)
         self.ttl_jitter = ttl_jitter
         self.breaker = breaker or CircuitBreaker()
         self.stats = stats or CacheStats()
+        extra = {} if password is None else {"password": password}
         self._client = aioredis.Redis.from_url(
             url,
+            **extra,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
             max_connections=max_connections,
@@ -61,11 +71,26 @@ class RedisL2:
             return default
         t0 = time.perf_counter()
         try:
-            result = await asyncio.wait_for(make(), self.timeout_s)
+            await asyncio.wait_for(self._slots.acquire(), self.timeout_s)
+        except TimeoutError:
+            self.breaker.release()
+            self.stats.pool_busy += 1
+            return default
+        except BaseException:
+            self.breaker.release()
+            raise
+        try:
+            left = self.timeout_s - (time.perf_counter() - t0)
+            result = await asyncio.wait_for(make(), max(left, 0.001))
+        except asyncio.CancelledError:
+            self.breaker.release()
+            raise
         except Exception:
             self.breaker.failure()
             self.stats.redis_errors += 1
             return default
+        finally:
+            self._slots.release()
         self.breaker.success()
         self.stats.observe("l2", time.perf_counter() - t0)
         return result

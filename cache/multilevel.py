@@ -1,6 +1,8 @@
 """The multi-level cache: L1 (this process) -> L2 (Redis, shared) -> compute.
 
 * Single flight: concurrent callers of one missing key in a process share one computation.
+  It runs as a task of its own, so a caller that is cancelled (its client went away) leaves it
+  running for the others; it is cancelled only when nobody waits for it any more.
 * Lease (optional): across replicas, the first to miss takes a short Redis lease; the others
   poll L2 for up to the lease time before computing themselves (never blocked longer).
 * XFetch (Vattani et al., 2015): a hit on an entry close to expiry is, with a probability that
@@ -10,7 +12,11 @@
   dead Redis costs a request at most one bounded read.
 
 Stored values are envelopes ``{"v": value, "d": compute seconds, "x": expiry (Unix time)}``
-encoded by ``cache.codec`` (never pickle).
+encoded by ``cache.codec`` (never pickle). Nothing read from Redis is trusted: the envelope's
+fields must have their types, an optional ``Seal`` (HMAC under a shared secret) must match the
+key, and the caller's ``validate`` must accept the value; anything else is a counted miss
+(``CacheStats.rejected``), never served. L1 holds only what this process computed or
+accepted from L2.
 """
 
 from __future__ import annotations
@@ -25,12 +31,46 @@ from typing import Any
 from cache.codec import CacheDecodeError, decode, encode
 from cache.l1 import L1Cache
 from cache.l2_redis import RedisL2
+from cache.seal import Seal
 from cache.stats import CacheStats
+
+#: A value check: True when a value read from L2 may be served (its type, shape and range).
+Validator = Callable[[Any], bool]
+
+
+def _accept_any(value: Any) -> bool:
+    return True
+
+
+class _Flight:
+    """One computation shared by everyone waiting for its keys: a task, and how many wait.
+
+    Every waiter awaits it shielded; a cancelled waiter leaves, and the last one to leave
+    cancels the task (nobody wants its result). ``result`` is the value (one key) or a dict
+    key -> value (a batch)."""
+
+    def __init__(self, task: asyncio.Task[Any]) -> None:
+        self.task = task
+        self.waiters = 0
+        # Retrieved here, so a failure nobody awaited any more is not logged as unretrieved.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+
+    async def join(self) -> Any:
+        self.waiters += 1
+        try:
+            return await asyncio.shield(self.task)
+        except asyncio.CancelledError:
+            if not self.task.done() and self.waiters == 1:
+                self.task.cancel()
+            raise
+        finally:
+            self.waiters -= 1
 
 
 class MultiLevelCache:
     """l2 : None runs L1-only. lease_ms : 0 disables the cross-replica lease.
     xfetch_beta : 0 disables early refresh; 1 is the paper's default.
+    seal : optional HMAC of every value written to / read from L2 (``cache.seal``).
     """
 
     def __init__(
@@ -41,6 +81,7 @@ class MultiLevelCache:
         stats: CacheStats | None = None,
         lease_ms: int = 0,
         xfetch_beta: float = 1.0,
+        seal: Seal | None = None,
         rng: random.Random | None = None,
     ) -> None:
         self.l1, self.l2 = l1, l2
@@ -49,22 +90,48 @@ class MultiLevelCache:
             l2.stats = self.stats
         self.lease_ms = lease_ms
         self.xfetch_beta = xfetch_beta
+        self.seal = seal
         self.rng = rng or random.Random()
-        self._inflight: dict[str, asyncio.Future[Any]] = {}
+        self._inflight: dict[str, _Flight] = {}
         self._writes: set[asyncio.Task[Any]] = set()
 
     # ---- envelopes --------------------------------------------------------------------------
-    def _open(self, raw: bytes | None) -> dict[str, Any] | None:
+    def _open_l1(self, raw: bytes | None) -> dict[str, Any] | None:
+        """An L1 envelope (written by this process)."""
         if raw is None:
             return None
         try:
-            env = decode(raw)
-            if not isinstance(env, dict) or not {"v", "d", "x"} <= env.keys():
-                raise CacheDecodeError("not an envelope")
-            return env
+            return _envelope(decode(raw))
         except CacheDecodeError:
             self.stats.decode_errors += 1
             return None
+
+    def _open_l2(
+        self, namespace: str, key: str, raw: bytes | None, validate: Validator
+    ) -> tuple[dict[str, Any], bytes] | None:
+        """An envelope read from Redis, and its unsealed bytes (for L1), if it may be served:
+        sealed for this key (when sealing), decodable, well-formed, and accepted by
+        ``validate``. Anything else is counted in ``stats.rejected[namespace]``."""
+        if raw is None:
+            return None
+        blob = raw if self.seal is None else self.seal.open(key, raw)
+        if blob is None:  # not sealed for this key under our secret
+            self.stats.rejected[namespace] += 1
+            return None
+        try:
+            env = _envelope(decode(blob))
+        except CacheDecodeError:
+            self.stats.decode_errors += 1
+            self.stats.rejected[namespace] += 1
+            return None
+        try:
+            ok = bool(validate(env["v"]))
+        except Exception:  # a check that raises on a foreign value refuses it too
+            ok = False
+        if not ok:
+            self.stats.rejected[namespace] += 1
+            return None
+        return env, blob
 
     def _fresh(self, env: dict[str, Any]) -> bool:
         now = time.time()
@@ -77,43 +144,63 @@ class MultiLevelCache:
 
     # ---- single key -------------------------------------------------------------------------
     async def get_or_compute(
-        self, namespace: str, key: str, compute: Callable[[], Awaitable[Any]], ttl_s: float
+        self,
+        namespace: str,
+        key: str,
+        compute: Callable[[], Awaitable[Any]],
+        ttl_s: float,
+        validate: Validator = _accept_any,
     ) -> Any:
-        """The cached value of ``key``, computing (once per process) when no level has it."""
+        """The cached value of ``key``, computing (once per process) when no level has it.
+        validate : whether a value read from L2 may be served (see module doc)."""
         t0 = time.perf_counter()
-        env = self._open(self.l1.get(key))
+        env = self._open_l1(self.l1.get(key))
         if env is not None and self._fresh(env):
             self.stats.hit("l1", namespace)
             self.stats.observe("l1", time.perf_counter() - t0)
             return env["v"]
-        if key in self._inflight:
-            return await asyncio.shield(self._inflight[key])
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = fut
-        try:
-            value = await self._fill(namespace, key, compute, ttl_s)
-            fut.set_result(value)
-            return value
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # mark retrieved: waiters re-raise it, nobody logs it twice
-            raise
-        finally:
-            del self._inflight[key]
+        flight = self._inflight.get(key)
+        if flight is None:
+            task = asyncio.get_running_loop().create_task(
+                self._fill(namespace, key, compute, ttl_s, validate)
+            )
+            flight = self._start(task, [key])
+        got = await flight.join()
+        return got[key] if isinstance(got, _Batch) else got
+
+    def _start(self, task: asyncio.Task[Any], keys: Sequence[str]) -> _Flight:
+        flight = _Flight(task)
+        for key in keys:
+            self._inflight[key] = flight
+
+        def done(_: asyncio.Task[Any]) -> None:
+            for key in keys:
+                if self._inflight.get(key) is flight:
+                    del self._inflight[key]
+
+        task.add_done_callback(done)
+        return flight
 
     async def _fill(
-        self, namespace: str, key: str, compute: Callable[[], Awaitable[Any]], ttl_s: float
+        self,
+        namespace: str,
+        key: str,
+        compute: Callable[[], Awaitable[Any]],
+        ttl_s: float,
+        validate: Validator,
     ) -> Any:
         if self.l2 is not None:
-            env = self._open((await self.l2.get_many([key]))[0])
-            if env is not None and self._fresh(env):
-                self.l1.set(key, encode(env), max(0.0, env["x"] - time.time()))
+            got = self._open_l2(namespace, key, (await self.l2.get_many([key]))[0], validate)
+            if got is not None and self._fresh(got[0]):
+                env, blob = got
+                self.l1.set(key, blob, max(0.0, env["x"] - time.time()))
                 self.stats.hit("l2", namespace)
                 return env["v"]
             if self.lease_ms and await self.l2.acquire_lease(key, self.lease_ms) is None:
-                env = await self._wait_for_peer(key)
-                if env is not None:
-                    self.l1.set(key, encode(env), max(0.0, env["x"] - time.time()))
+                got = await self._wait_for_peer(namespace, key, validate)
+                if got is not None:
+                    env, blob = got
+                    self.l1.set(key, blob, max(0.0, env["x"] - time.time()))
                     self.stats.hit("l2", namespace)
                     return env["v"]
         self.stats.misses[namespace] += 1
@@ -123,14 +210,16 @@ class MultiLevelCache:
         self._store([(key, value, time.perf_counter() - t0)], ttl_s)
         return value
 
-    async def _wait_for_peer(self, key: str) -> dict[str, Any] | None:
+    async def _wait_for_peer(
+        self, namespace: str, key: str, validate: Validator
+    ) -> tuple[dict[str, Any], bytes] | None:
         assert self.l2 is not None
         deadline = time.monotonic() + self.lease_ms / 1000
         while time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-            env = self._open((await self.l2.get_many([key]))[0])
-            if env is not None and self._fresh(env):
-                return env
+            got = self._open_l2(namespace, key, (await self.l2.get_many([key]))[0], validate)
+            if got is not None and self._fresh(got[0]):
+                return got
         return None
 
     def _store(self, items: Sequence[tuple[str, Any, float]], ttl_s: float) -> None:
@@ -139,7 +228,8 @@ class MultiLevelCache:
         for key, value, delta in items:
             blob = encode({"v": value, "d": delta, "x": expiry})
             self.l1.set(key, blob, ttl_s)
-            blobs.append((key, blob, ttl_s))
+            sealed = blob if self.seal is None else self.seal.close(key, blob)
+            blobs.append((key, sealed, ttl_s))
         if self.l2 is not None and blobs:
             task = asyncio.get_running_loop().create_task(self.l2.set_many(blobs))
             self._writes.add(task)
@@ -152,13 +242,15 @@ class MultiLevelCache:
         keys: Sequence[str],
         compute_missing: Callable[[list[int]], Awaitable[Sequence[Any]]],
         ttl_s: float,
+        validate: Validator = _accept_any,
     ) -> list[Any]:
         """Values for ``keys``: L1, then one MGET, then one ``compute_missing(indices)`` call
-        for the rest (which must return their values in order)."""
+        for the rest (which must return their values in order). Keys another caller is
+        computing are awaited, not computed again."""
         out: list[Any] = [None] * len(keys)
         todo: list[int] = []
         for i, key in enumerate(keys):
-            env = self._open(self.l1.get(key))
+            env = self._open_l1(self.l1.get(key))
             if env is not None and self._fresh(env):
                 out[i] = env["v"]
                 self.stats.hit("l1", namespace)
@@ -168,53 +260,73 @@ class MultiLevelCache:
             raws = await self.l2.get_many([keys[i] for i in todo])
             still = []
             for i, raw in zip(todo, raws, strict=True):
-                env = self._open(raw)
-                if env is not None and self._fresh(env):
+                got = self._open_l2(namespace, keys[i], raw, validate)
+                if got is not None and self._fresh(got[0]):
+                    env, blob = got
                     out[i] = env["v"]
-                    self.l1.set(keys[i], raw, max(0.0, env["x"] - time.time()))
+                    self.l1.set(keys[i], blob, max(0.0, env["x"] - time.time()))
                     self.stats.hit("l2", namespace)
                 else:
                     still.append(i)
             todo = still
-        # Keys another caller is already computing are awaited, not recomputed.
-        waiting = {i: self._inflight[keys[i]] for i in todo if keys[i] in self._inflight}
-        mine = [i for i in todo if i not in waiting]
-        mine = list({keys[i]: i for i in mine}.values())  # one computation per distinct key
-        dup = [i for i in todo if i not in waiting and i not in mine]
+        flights: dict[str, _Flight] = {}
+        mine: dict[str, int] = {}  # one computation per distinct key
+        for i in todo:
+            key = keys[i]
+            if key in self._inflight:
+                flights[key] = self._inflight[key]
+            else:
+                mine.setdefault(key, i)
         if mine:
-            loop = asyncio.get_running_loop()
-            futs = {keys[i]: loop.create_future() for i in mine}
-            self._inflight.update(futs)
-            self.stats.misses[namespace] += len(mine)
-            self.stats.computes[namespace] += len(mine)
-            try:
-                t0 = time.perf_counter()
-                values = list(await compute_missing(mine))
-                if len(values) != len(mine):
-                    raise ValueError(
-                        f"compute_missing returned {len(values)} values for {len(mine)}"
-                    )
-                delta = (time.perf_counter() - t0) / max(1, len(mine))
-                self._store([(keys[i], v, delta) for i, v in zip(mine, values, strict=True)], ttl_s)
-                for i, v in zip(mine, values, strict=True):
-                    out[i] = v
-                    futs[keys[i]].set_result(v)
-            except BaseException as exc:
-                for f in futs.values():
-                    if not f.done():
-                        f.set_exception(exc)
-                        f.exception()
-                raise
-            finally:
-                for key in futs:
-                    self._inflight.pop(key, None)
-        for i, fut in waiting.items():
-            out[i] = await asyncio.shield(fut)
-        for i in dup:
-            out[i] = out[next(j for j in mine if keys[j] == keys[i])]
+            task = asyncio.get_running_loop().create_task(
+                self._compute_batch(namespace, mine, compute_missing, ttl_s)
+            )
+            batch = self._start(task, list(mine))
+            for key in mine:
+                flights[key] = batch
+        results: dict[int, Any] = {}
+        for flight in {id(f): f for f in flights.values()}.values():
+            results[id(flight)] = await flight.join()
+        for i in todo:
+            got = results[id(flights[keys[i]])]
+            out[i] = got[keys[i]] if isinstance(got, _Batch) else got
         return out
+
+    async def _compute_batch(
+        self,
+        namespace: str,
+        mine: dict[str, int],
+        compute_missing: Callable[[list[int]], Awaitable[Sequence[Any]]],
+        ttl_s: float,
+    ) -> _Batch:
+        self.stats.misses[namespace] += len(mine)
+        self.stats.computes[namespace] += len(mine)
+        t0 = time.perf_counter()
+        values = list(await compute_missing(list(mine.values())))
+        if len(values) != len(mine):
+            raise ValueError(f"compute_missing returned {len(values)} values for {len(mine)}")
+        delta = (time.perf_counter() - t0) / max(1, len(mine))
+        self._store([(k, v, delta) for k, v in zip(mine, values, strict=True)], ttl_s)
+        return _Batch(zip(mine, values, strict=True))
 
     async def drain(self) -> None:
         """Wait for background L2 writes (tests, shutdown)."""
         if self._writes:
             await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+
+class _Batch(dict):
+    """A batch computation's values by key (so a waiter can tell it from a single value)."""
+
+
+def _envelope(env: Any) -> dict[str, Any]:
+    """``env`` if it is an envelope with the right types; else CacheDecodeError."""
+    if not isinstance(env, dict) or not {"v", "d", "x"} <= env.keys():
+        raise CacheDecodeError("not an envelope")
+    d, x = env["d"], env["x"]
+    for name, n in (("d", d), ("x", x)):
+        if isinstance(n, bool) or not isinstance(n, int | float) or not math.isfinite(n):
+            raise CacheDecodeError(f"envelope field {name} is not a finite number")
+    if d < 0:
+        raise CacheDecodeError("envelope compute time is negative")
+    return env

@@ -1,6 +1,6 @@
 """Cache counters: hits and misses per level and namespace, latency per level, Redis errors,
-decode errors, breaker state, L1 bytes. Plain Python so the cache works outside Ray; a replica
-exports a snapshot as metrics."""
+decode errors, values refused, pool waits, breaker state, L1 bytes. Plain Python so the cache
+works outside Ray; a replica exports a snapshot as metrics."""
 
 from __future__ import annotations
 
@@ -15,6 +15,11 @@ class CacheStats:
     computes: Counter[str] = field(default_factory=Counter)
     redis_errors: int = 0
     decode_errors: int = 0
+    # Values read from Redis and not served (bad seal, not decodable, failed their check).
+    rejected: Counter[str] = field(default_factory=Counter)
+    # Redis calls skipped because every connection was busy for the whole call timeout
+    # (back-pressure, a miss; not a Redis failure).
+    pool_busy: int = 0
     latency_s: dict[str, list[float]] = field(default_factory=dict)  # level -> recent samples
 
     def hit(self, level: str, namespace: str) -> None:
@@ -25,8 +30,3 @@ class CacheStats:
         samples.append(seconds)
         if len(samples) > 4096:
             del samples[:2048]
-
-    def hit_ratio(self, namespace: str) -> float:
-        hits = sum(v for (_, ns), v in self.hits.items() if ns == namespace)
-        total = hits + self.misses[namespace]
-        return hits / total if total else 0.0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -23,6 +23,12 @@ class Settings(BaseSettings):
         None,
         description="L2 cache, e.g. redis://:password@host:6379/0 (rediss:// for TLS); unset: "
         "L1-only.",
+    )
+    grpc_max_message_bytes: int = Field(
+        2**31 - 1,
+        validation_alias=AliasChoices("RAY_SERVE_GRPC_MAX_MESSAGE_SIZE"),
+        description="Ray Serve's own variable: the largest gRPC message its servers take, read "
+        "once at process start (serve_app.builder sets it for the ingress).",
     )
 
 

@@ -9,6 +9,7 @@ that names the offending field.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -138,7 +139,10 @@ class Rider:
             raise ValueError(f"rider {self.id}: duplicate order ids in orders")
         unknown = self.picked_up - by_id.keys()
         if unknown:
-            raise ValueError(f"rider {self.id}: picked_up names unknown orders {sorted(unknown)}")
+            raise ValueError(
+                f"rider {self.id}: picked_up names {len(unknown)} unknown orders, e.g. "
+                f"{sorted(unknown)[:5]}"
+            )
         seen: dict[str, list[StopKind]] = {oid: [] for oid in by_id}
         for stop in self.route.stops:
             if stop.order_id not in by_id:
@@ -215,8 +219,11 @@ class DispatchRound:
         order_ids = [o.id for o in self.orders]
         if len(set(order_ids)) != len(order_ids):
             raise ValueError("new order ids must be unique within a round")
-        carried = {o.id for r in self.riders for o in r.orders}
-        clash = carried.intersection(order_ids)
+        carried = Counter(o.id for r in self.riders for o in r.orders)
+        twice = sorted(oid for oid, n in carried.items() if n > 1)
+        if twice:  # each rider's own orders are unique: these are on two riders' routes
+            raise ValueError(f"orders carried by more than one rider: {twice[:5]}")
+        clash = carried.keys() & set(order_ids)
         if clash:
             raise ValueError(f"new orders already on a rider's route: {sorted(clash)[:5]}")
 

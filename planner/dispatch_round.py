@@ -18,6 +18,7 @@ call to a solver replica, so the R x O candidate arrays never leave the solver's
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -67,12 +68,38 @@ def nearest_riders(routes: RouteArrays, orders: OrderArrays, k: int) -> tuple[An
     return near.reshape(-1), order_idx.reshape(-1)
 
 
+#: Pairs priced between two checkpoints on the CPU (a block takes ~0.1-1 s on the array loops a
+#: warming replica uses, ~0.05 s compiled): ``solve_round`` stops within about that of being
+#: abandoned. One call on a GPU (a block boundary is a sync and a copy there).
+CHECKPOINT_PAIRS = 1 << 20
+
+
 def _price(
-    routes: RouteArrays, orders: OrderArrays, late_weight: float, candidates: int | None
+    routes: RouteArrays,
+    orders: OrderArrays,
+    late_weight: float,
+    candidates: int | None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Insertions:
-    """Insertion costs [R, O]; with ``candidates`` only the nearest riders per order are priced."""
+    """Insertion costs [R, O]; with ``candidates`` only the nearest riders per order are priced.
+    With a ``checkpoint`` (called between blocks of rows) big CPU pricings go by blocks of
+    about ``CHECKPOINT_PAIRS`` pairs."""
     if candidates is None or candidates >= routes.shape[0]:
-        return insertion_costs(routes, orders, late_weight=late_weight)
+        n_routes, n_orders = routes.shape[0], len(orders)
+        block = max(1, CHECKPOINT_PAIRS // max(1, n_orders))
+        if checkpoint is None or routes.xp is not np or n_routes <= block:
+            return insertion_costs(routes, orders, late_weight=late_weight)
+        parts = []
+        for lo in range(0, n_routes, block):
+            checkpoint()
+            rows = np.arange(lo, min(lo + block, n_routes))
+            parts.append(insertion_costs(routes.take(rows), orders, late_weight=late_weight))
+        return Insertions(
+            **{
+                f: np.concatenate([getattr(p, f) for p in parts])
+                for f in Insertions.__dataclass_fields__
+            }
+        )
     xp = routes.xp
     ri, oi = nearest_riders(routes, orders, candidates)
     got = insertion_costs(routes.take(ri), orders.take(oi), late_weight=late_weight, pairs=True)
@@ -186,11 +213,14 @@ def solve_round(
     *,
     etr_floor: Any = None,
     improve_routes: bool = True,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Assigned:
     """The solve stage: price, assign, insert, re-price and repeat (k passes), then improve.
 
     etr_floor : float32[O] earliest credible drop-off per order (seconds since now) from the
         ETR model, or None.
+    checkpoint : called between steps (and between blocks of a big pricing, ``_price``); what
+        it raises ends the solve (a replica whose caller has given up stops computing).
     Runs on the arrays' device; returns host NumPy (``Assigned``, its timings ``SOLVE_STEPS``).
     """
     timings: dict[str, float] = {"insertion_ms": 0.0, "assign_ms": 0.0, "insert_ms": 0.0}
@@ -210,19 +240,23 @@ def solve_round(
         open_riders = np.nonzero(taken < weights.max_orders_per_rider)[0]
         if open_orders.size == 0 or open_riders.size == 0:
             break
+        if checkpoint is not None:
+            checkpoint()
         t0 = time.perf_counter()
         if step == 0:
-            ins = _price(routes, orders, w, weights.candidate_riders)
+            ins = _price(routes, orders, w, weights.candidate_riders, checkpoint)
         else:
             sub_routes = routes.take(xp.asarray(open_riders))
             sub_orders = orders.take(xp.asarray(open_orders))
-            ins = _price(sub_routes, sub_orders, w, weights.candidate_riders)
+            ins = _price(sub_routes, sub_orders, w, weights.candidate_riders, checkpoint)
         cost = ins.cost
         if floor_all is not None:
             idx = xp.asarray(open_orders)
             cost = etr_adjusted_cost(ins, due_all[idx], floor_all[idx], w)
         ever_feasible[open_orders] |= to_numpy(xp.isfinite(cost).any(axis=0))
         t1 = time.perf_counter()
+        if checkpoint is not None:
+            checkpoint()
         pick = to_numpy(assign(cost))
         got = np.nonzero(pick >= 0)[0]
         t2 = time.perf_counter()
@@ -248,6 +282,8 @@ def solve_round(
         timings["insert_ms"] += (time.perf_counter() - t2) * 1000.0
     changed = np.unique(rider_of[rider_of >= 0])
     t3 = time.perf_counter()
+    if checkpoint is not None:
+        checkpoint()
     if improve_routes and changed.size:
         routes, owner, _ = improve(routes, owner, late_weight=w, rows=xp.asarray(changed))
     timings["improve_ms"] = (time.perf_counter() - t3) * 1000.0

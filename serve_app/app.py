@@ -11,6 +11,8 @@ admitted, and encode the answer. Errors of every protocol come from one table
 """
 
 import asyncio
+import logging
+import uuid
 from typing import Any
 
 import numpy as np
@@ -22,7 +24,7 @@ from ray import serve
 from ray.serve.handle import DeploymentHandle
 
 from actors.scheduling import TrafficClass
-from cache.keys import cache_key
+from config import get_settings
 from domain import DispatchPlan, DispatchRound
 from etr.features import N_FEATURES
 from etr.runtime import check_features
@@ -33,7 +35,9 @@ from serve_app.config import DispatchAppArgs, Limits
 from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.failover import Failover
 from serve_app.grpc_api.servicer import GrpcIngress
+from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
+from serve_app.http_routes import ENDPOINT_OF_PATH
 from serve_app.metrics import CacheMetrics, stage_histogram
 from serve_app.openapi import document_request_bodies
 from serve_app.ops.heap_probe import HeapProbe
@@ -49,6 +53,7 @@ from serve_app.pipeline import (
     SolveCall,
 )
 from serve_app.pipeline.api_keys import OPEN, ApiKeys
+from serve_app.pipeline.context import safe_request_id
 from serve_app.pipeline.errors import Unauthenticated
 from serve_app.request_metrics import RequestMetrics
 from serve_app.schemas import (
@@ -57,11 +62,14 @@ from serve_app.schemas import (
     EtrRequest,
     EtrResponse,
     FaultRequest,
+    RequestModels,
     SolveRequest,
     SolveResponse,
     plan_to_dict,
     prediction_to_dict,
 )
+
+log = logging.getLogger("orml.serve")
 
 # FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not a
 # CDN, so the docs work on a machine without internet.
@@ -71,7 +79,10 @@ api = FastAPIOffline(
     description="Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve.",
 )
 _limits = Limits()
-api.add_middleware(BodyLimit, limit=lambda: _limits.max_body_bytes)
+api.add_middleware(
+    BodyLimit,
+    limit=lambda path: _limits.body_bytes(ENDPOINT_OF_PATH.get(path, "other")),
+)
 api.add_middleware(RequestMetrics)
 document_request_bodies(
     api,
@@ -91,7 +102,7 @@ async def _error(request: Request, exc: Exception) -> Response:
         return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
     if isinstance(exc, RequestValidationError):
         exc = InvalidInput([FieldError(tuple(e["loc"]), e["msg"], e["type"]) for e in exc.errors()])
-    request_id = request.headers.get("x-request-id") or ""
+    request_id = safe_request_id(request.headers.get("x-request-id")) or uuid.uuid4().hex
     content: dict[str, Any] = {"detail": detail_for(exc, request_id)}
     headers = {}
     answer = answer_for(exc)
@@ -120,11 +131,18 @@ def build_admission(args: DispatchAppArgs) -> Admission:
     )
 
 
-class _Uncached(Exception):
-    """An answer computed by another model version than its cache key names."""
-
-    def __init__(self, body: bytes) -> None:
-        self.body = body
+def _warn_if_grpc_uncapped(max_body_bytes: int) -> None:
+    cap = get_settings().grpc_max_message_bytes
+    if cap > max_body_bytes:
+        log.warning(
+            "gRPC messages up to %d bytes are buffered by the transport before the ingress "
+            "refuses them (limits.max_body_bytes is %d): set %s=%d in this deployment's "
+            "runtime_env (deploy.yaml does; `serve_app.builder.build_app` does)",
+            cap,
+            max_body_bytes,
+            GRPC_CAP_ENV,
+            max_body_bytes,
+        )
 
 
 def _observe_timings(endpoint: str, timings: dict[str, float]) -> None:
@@ -144,8 +162,10 @@ class DispatchIngress(GrpcIngress):
         global _limits
         self.args = DispatchAppArgs(**args)
         _limits = self.args.limits
+        self.models = RequestModels.for_limits(self.args.limits)
+        _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
         res = self.args.resilience
-        self.failover = Failover(res.call_timeout_s, res.retry_budget_s)
+        self.failover = Failover(res.call_timeout_s, res.retry_budget_s, res.max_replica_faults)
         self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.watchdog_s)
         self.etr = EtrHandle(etr, self.failover)
         # The caches sit here, in front of the hops: a hit costs no call to a model.
@@ -164,6 +184,7 @@ class DispatchIngress(GrpcIngress):
             admission=self.admission,
             limits=self.args.limits,
             cache=self.cache,
+            cache_answers=self.args.cache.responses,
             improve_routes=self.args.improve_routes,
             on_timings=_observe_timings,
         )
@@ -205,7 +226,7 @@ class DispatchIngress(GrpcIngress):
         ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
         async def decode() -> DispatchRequest:
-            return await http_edge.parse(request, DispatchRequest)
+            return await http_edge.parse(request, self.models.dispatch)
 
         plan = await self.pipeline.dispatch(decode, ctx)
         return http_edge.encode(request, plan_to_dict(plan))
@@ -215,33 +236,16 @@ class DispatchIngress(GrpcIngress):
         ctx = self._context(request, TrafficClass.ONLINE, "etr")
 
         async def decode() -> EtrCall:
-            req = await http_edge.parse(request, EtrRequest)
+            req = await http_edge.parse(request, self.models.etr)
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
-        if self.cache is None or not self.args.cache.responses:
-            got = await self.pipeline.etr_minutes(decode, ctx)
-            return http_edge.encode(request, prediction_to_dict(got))
-        # The same body, asked for the same way, under the same model: the same answer.
-        version = await self.etr.model_version()
-        key_parts = [
-            http_edge.body_media_type(request),
-            http_edge.answer_media_type(request),
-            await request.body(),
-        ]
+        async def raw() -> bytes:
+            # The same bytes of the same media type are the same request.
+            media = http_edge.body_media_type(request)
+            return media.encode() + b"\0" + await request.body()
 
-        async def answer() -> bytes:
-            got = await self.pipeline.etr_minutes(decode, ctx)
-            body = http_edge.encode(request, prediction_to_dict(got)).body
-            if got.model_version != version:  # a roll moved on: not stored under the old key
-                raise _Uncached(body)
-            return body
-
-        try:
-            key = cache_key("etr-http", f"v{version}", key_parts)
-            body = await self.cache.cache.get_or_compute("etr-http", key, answer, self.cache.ttl_s)
-        except _Uncached as moved:
-            body = moved.body
-        return Response(body, media_type=http_edge.answer_media_type(request))
+        got = await self.pipeline.etr_minutes(decode, ctx, raw=raw)
+        return http_edge.encode(request, prediction_to_dict(got))
 
     @api.post(
         "/v1/etr/bulk",
@@ -252,7 +256,7 @@ class DispatchIngress(GrpcIngress):
         ctx = self._context(request, TrafficClass.OFFLINE, "etr_bulk")
 
         async def decode() -> EtrCall:
-            req = await http_edge.parse(request, EtrRequest)
+            req = await http_edge.parse(request, self.models.etr_bulk)
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
         got = await self.pipeline.etr_minutes(decode, ctx, self.args.limits.max_bulk_orders)
@@ -269,7 +273,7 @@ class DispatchIngress(GrpcIngress):
 
         async def decode() -> SolveCall:
             nonlocal name
-            req = await http_edge.parse(request, SolveRequest)
+            req = await http_edge.parse(request, self.models.solve)
             name = req.name
             return req.to_call()
 
@@ -282,13 +286,12 @@ class DispatchIngress(GrpcIngress):
 
     @api.get("/readyz", summary="Models loaded, warm and healthy (503 until then)")
     async def readyz(self) -> JSONResponse:
-        try:
-            or_state, etr_state = await asyncio.wait_for(
-                asyncio.gather(self.solver.ready(), self.etr.ready()),
-                self.args.readiness_timeout_s,
-            )
-        except Exception as exc:
-            return JSONResponse(status_code=503, content={"ready": False, "reason": repr(exc)})
+        """Whether to send traffic here, and why not: each deployment's health, the solver's
+        warm-up and the serving ETR versions; no configuration (that is /admin/status)."""
+        state = await self._deployment_states()
+        if "reason" in state:
+            return JSONResponse(status_code=503, content={"ready": False, **state})
+        or_state, etr_state = state["or_solver"], state["etr"]
         ready = bool(
             or_state["healthy"] and not or_state["kernel_warming"] and etr_state["healthy"]
         )
@@ -296,19 +299,48 @@ class DispatchIngress(GrpcIngress):
             status_code=200 if ready else 503,
             content={
                 "ready": ready,
-                "or_solver": or_state,
-                "etr": etr_state,
-                "admission": self.admission.describe(),
-                "cache": None if self.cache is None else self.cache.describe(),
+                "or_solver": {k: or_state[k] for k in ("healthy", "kernel_warming")},
+                "etr": {k: etr_state[k] for k in ("healthy", "model_version", "loaded_versions")},
             },
         )
 
+    @api.get("/admin/status", include_in_schema=False)
+    async def admin_status(self, request: Request) -> JSONResponse:
+        """Operators: the deployments' full state (backends, runtimes, replicas, batching
+        config), the admission lanes' and the cache's counters. An ``admin`` endpoint: behind
+        a token wherever ``auth.protected`` names it (deploy/production.yaml does)."""
+        self.api_keys.check("admin", request.headers.get("authorization"))
+        return JSONResponse(
+            {
+                **await self._deployment_states(),
+                "admission": self.admission.describe(),
+                "cache": None if self.cache is None else self.cache.describe(),
+            }
+        )
+
+    async def _deployment_states(self) -> dict[str, Any]:
+        """Both deployments' ``ready()`` answers, or a short reason (details only logged)."""
+        try:
+            or_state, etr_state = await asyncio.wait_for(
+                asyncio.gather(self.solver.ready(), self.etr.ready()),
+                self.args.readiness_timeout_s,
+            )
+        except TimeoutError:
+            return {"reason": f"a deployment did not answer in {self.args.readiness_timeout_s} s"}
+        except Exception as exc:
+            log.warning("readiness: a deployment could not answer", exc_info=exc)
+            return {"reason": f"a deployment could not answer ({type(exc).__name__})"}
+        return {"or_solver": or_state, "etr": etr_state}
+
     @api.post("/admin/faults", include_in_schema=False)
-    async def inject_fault(self, req: FaultRequest, request: Request) -> dict[str, Any]:
-        """Drills only: 404 unless deployed with ``resilience.fault_injection: true``."""
+    async def inject_fault(self, request: Request) -> dict[str, Any]:
+        """Drills only: 404 unless deployed with ``resilience.fault_injection: true``. The
+        token is checked before the body is read (nothing of the API is told to a caller
+        without one)."""
         self.api_keys.check("admin", request.headers.get("authorization"))
         if not self.args.resilience.fault_injection:
             raise HTTPException(status_code=404, detail="Not Found")
+        req = await http_edge.parse(request, FaultRequest)
         handle = self.solver.handle if req.deployment == "OrSolver" else self.etr.handle
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)

@@ -1,6 +1,7 @@
 """ASGI middleware: refuse request bodies over a byte limit with 413, before parsing them.
 
 Checks Content-Length up front and counts streamed bytes too (a chunked body has no length).
+The limit is per path (an ETR call's body is smaller than a dispatch round's).
 """
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from serve_app.http_routes import app_path
+
 
 class BodyLimit:
-    """limit : called per request, so the replica can set it from its config after start."""
+    """limit : the byte limit of a request's path (``http_routes.app_path``), called per
+    request, so the replica can set it from its config after start."""
 
-    def __init__(self, app: Any, limit: Callable[[], int]) -> None:
+    def __init__(self, app: Any, limit: Callable[[str], int]) -> None:
         self.app = app
         self.limit = limit
 
@@ -21,7 +25,7 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self.limit()
+        limit = self.limit(app_path(scope))
         for name, value in scope.get("headers", []):
             if name == b"content-length" and value.isdigit() and int(value) > limit:
                 await _too_large(send, int(value), limit)

@@ -11,6 +11,7 @@ from actors.etr_model import EtrDeployment
 from actors.or_solver import OrSolverDeployment
 from serve_app.app import DispatchIngress
 from serve_app.config import DispatchAppArgs
+from serve_app.grpc_cap import grpc_cap_options
 
 
 def app_builder(args: DispatchAppArgs) -> Application:
@@ -35,7 +36,12 @@ def build_app(
         args.backend, guard, emulate=emulate
     )
     etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(args.etr_runtime, guard)
-    ingress = DispatchIngress.options(**opts.pop("Ingress", {}))
+    ingress_opts = dict(opts.pop("Ingress", {}))
+    ingress_opts["ray_actor_options"] = grpc_cap_options(
+        ingress_opts.get("ray_actor_options", DispatchIngress.ray_actor_options),
+        args.limits.max_body_bytes,
+    )
+    ingress = DispatchIngress.options(**ingress_opts)
     if opts:
         raise ValueError(f"options for unknown deployments: {sorted(opts)}")
     return ingress.bind(or_solver, etr, args.model_dump())

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, Quantisation, RedisL2
-from config import get_settings
+from cache.seal import Seal
+from config import get_settings, read_secret
 from serve_app.config import CacheArgs
 
 log = logging.getLogger("orml.cache")
@@ -15,10 +16,14 @@ log = logging.getLogger("orml.cache")
 
 @dataclass
 class ReplicaCache:
+    """The replica's cache and how long its entries live (ETR rows and answers: ``ttl_s``;
+    static solutions: ``solve_ttl_s``)."""
+
     cache: MultiLevelCache
     ttl_s: float
     quant: Quantisation
     redis_url: str | None
+    solve_ttl_s: float = 3600.0
 
     def describe(self) -> dict[str, Any]:
         stats = self.cache.stats
@@ -29,6 +34,8 @@ class ReplicaCache:
             "misses": dict(stats.misses),
             "redis_errors": stats.redis_errors,
             "decode_errors": stats.decode_errors,
+            "rejected": dict(stats.rejected),
+            "pool_busy": stats.pool_busy,
             "breaker": None if self.cache.l2 is None else self.cache.l2.breaker.state.value,
         }
 
@@ -40,14 +47,31 @@ def build_cache(cfg: CacheArgs) -> ReplicaCache | None:
     url = cfg.redis_url or get_settings().redis_url
     stats = CacheStats()
     l2 = None
+    seal = None
     if url:
-        l2 = RedisL2(url, timeout_s=cfg.redis_timeout_s, breaker=CircuitBreaker(), stats=stats)
-        log.warning("ETR cache: L1 (%d MiB, %s) + Redis L2", cfg.l1_max_bytes >> 20, cfg.l1_policy)
+        l2 = RedisL2(
+            url,
+            password=read_secret(cfg.redis_password_env, cfg.redis_password_file),
+            timeout_s=cfg.redis_timeout_s,
+            max_connections=cfg.redis_max_connections,
+            breaker=CircuitBreaker(),
+            stats=stats,
+        )
+        secret = read_secret(cfg.seal_secret_env, cfg.seal_secret_file)
+        seal = None if secret is None else Seal(secret.encode())
+        log.warning(
+            "ETR cache: L1 (%d MiB, %s) + Redis L2 (values %s)",
+            cfg.l1_max_bytes >> 20,
+            cfg.l1_policy,
+            "sealed (HMAC)" if seal else f"checked, not sealed: set ${cfg.seal_secret_env}",
+        )
     else:
         log.warning(
             "ETR cache: L1 only (%d MiB, %s); ORML_REDIS_URL is not set",
             cfg.l1_max_bytes >> 20,
             cfg.l1_policy,
         )
-    cache = MultiLevelCache(L1Cache(cfg.l1_max_bytes, cfg.ttl_s, cfg.l1_policy), l2, stats=stats)
-    return ReplicaCache(cache, cfg.ttl_s, Quantisation(default=cfg.quantum), url)
+    cache = MultiLevelCache(
+        L1Cache(cfg.l1_max_bytes, cfg.ttl_s, cfg.l1_policy), l2, stats=stats, seal=seal
+    )
+    return ReplicaCache(cache, cfg.ttl_s, Quantisation(default=cfg.quantum), url, cfg.solve_ttl_s)

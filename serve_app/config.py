@@ -4,17 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from actors.device import GuardSettings
 from actors.emulation import Emulation
 
 
 class Limits(BaseModel):
-    """Request size limits; a request over any of them is answered 413 naming the limit."""
+    """Request size limits; a request over any of them is answered 413 naming the limit.
 
-    model_config = ConfigDict(extra="forbid")
+    Every list of a request is validated against these while it is read (validation stops at
+    the first element past a limit), so a request's parsing work is bounded by them, not by
+    its body."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
     max_body_bytes: int = Field(16 << 20, ge=1024, description="Request body size, bytes.")
     max_riders: int = Field(5000, ge=1, description="Riders per dispatch round.")
     max_orders: int = Field(2000, ge=1, description="New orders per dispatch round or ETR call.")
@@ -22,26 +27,93 @@ class Limits(BaseModel):
     max_bulk_orders: int = Field(
         20_000, ge=1, description="Orders per POST /v1/etr/bulk (offline re-scoring)."
     )
+    max_tasks: int = Field(
+        1001,
+        ge=3,
+        le=10_001,
+        description="Tasks of a static solve (POST /v1/routes/solve), the depot included: Li & "
+        "Lim's largest instances have 1000 tasks. Its memory grows with the square of it.",
+    )
+
+    def body_bytes(self, endpoint: str) -> int:
+        """The body limit of one endpoint: ``max_body_bytes`` for a dispatch round; for the
+        others what their list limits can fill, generously (``BYTES_PER_ORDER``,
+        ``BYTES_PER_TASK``), within it; ``SMALL_BODY_BYTES`` for any other path. Parsing a
+        body costs a multiple of its bytes (docs/benchmarks.md, "Hostile callers"), so an ETR
+        call's 2000 orders do not get a dispatch round's 16 MiB."""
+        if endpoint == "dispatch":
+            return self.max_body_bytes
+        need = {
+            "etr": self.max_orders * BYTES_PER_ORDER,
+            "etr_bulk": self.max_bulk_orders * BYTES_PER_ORDER,
+            "solve": self.max_tasks * BYTES_PER_TASK,
+        }.get(endpoint, SMALL_BODY_BYTES)
+        return min(self.max_body_bytes, need + 4096)
+
+
+#: Body bytes one order may take, pretty-printed with a 128-character id and 27 item counts
+#: (~1 KiB), twice over; one static-solve task, likewise.
+BYTES_PER_ORDER = 2048
+BYTES_PER_TASK = 512
+#: Any other path (the drills' /admin/faults takes a few bytes).
+SMALL_BODY_BYTES = 60 * 1024
 
 
 class CacheArgs(BaseModel):
     """The ETR result cache (``cache/``): L1 per replica, L2 Redis shared by all."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)  # no URL echoed
     enabled: bool = Field(True, description="Cache ETR predictions per feature row.")
     responses: bool = Field(
         True,
-        description="Also cache whole /v1/etr answers by request body: a repeated body is "
-        "answered before it is parsed (the HTTP path, not the model, is most of its cost).",
+        description="Also cache whole ETR answers by request bytes (HTTP and gRPC): a repeated "
+        "request is answered, once admitted, before it is parsed.",
     )
     redis_url: str | None = Field(
-        None, description="L2 Redis URL; None reads ORML_REDIS_URL; unset there too: L1 only."
+        None,
+        description="L2 Redis URL without a password; None reads ORML_REDIS_URL (which may "
+        "hold one); unset there too: L1 only.",
     )
+    redis_password_env: str | None = Field(
+        "ORML_REDIS_PASSWORD", description="Environment variable holding the Redis password."
+    )
+    redis_password_file: Path | None = Field(
+        None, description="Or a secret file holding it (read when the variable is unset)."
+    )
+    redis_max_connections: int = Field(
+        64,
+        ge=1,
+        le=10_000,
+        description="Redis calls at once per replica; more wait (within redis_timeout_s) and "
+        "then miss: back-pressure, never counted as a Redis failure.",
+    )
+    seal_secret_env: str | None = Field(
+        "ORML_CACHE_SECRET",
+        description="Environment variable with a shared secret (>= 16 bytes): when set, every "
+        "L2 value carries an HMAC of its key and bytes, and a value without a valid one is a "
+        "miss (a Redis others can write to cannot feed the replicas).",
+    )
+    seal_secret_file: Path | None = Field(None, description="Or a secret file holding it.")
     l1_max_bytes: int = Field(64 << 20, ge=1 << 16, description="L1 bound, bytes.")
     l1_policy: Literal["lru", "tinylfu"] = Field("tinylfu", description="L1 eviction policy.")
-    ttl_s: float = Field(300.0, gt=0, le=86_400, description="Entry time to live, seconds.")
+    ttl_s: float = Field(
+        300.0, gt=0, le=86_400, description="ETR rows' and answers' time to live, seconds."
+    )
+    solve_ttl_s: float = Field(
+        3600.0, gt=0, le=7 * 86_400, description="Static solutions' time to live, seconds."
+    )
     redis_timeout_s: float = Field(0.05, gt=0, le=5, description="Per Redis call, seconds.")
     quantum: float = Field(1e-4, gt=0, description="Feature values equal within this hit.")
+
+    @field_validator("redis_url")
+    @classmethod
+    def _no_password_in_config(cls, url: str | None) -> str | None:
+        if url is not None and urlsplit(url).password:
+            raise ValueError(
+                "holds a password: a Serve config is shown by Serve's REST API and dashboard; "
+                "put the password in $ORML_REDIS_PASSWORD or redis_password_file"
+            )
+        return url
 
 
 class ResilienceArgs(GuardSettings):
@@ -60,6 +132,15 @@ class ResilienceArgs(GuardSettings):
         gt=0,
         le=600,
         description="Total time one request may spend failing over before it is answered 503.",
+    )
+
+    max_replica_faults: int = Field(
+        2,
+        ge=1,
+        le=100,
+        description="A request whose calls saw this many replicas fail while computing it "
+        "(process died, device failed) is answered 422 naming its request id instead of being "
+        "sent on to the next replica: a poison pill kills at most this many.",
     )
 
     def guard(self) -> dict[str, float | bool]:
@@ -137,7 +218,8 @@ class AuthArgs(BaseModel):
 class DispatchAppArgs(BaseModel):
     """Arguments of ``serve_app.builder:app_builder``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # No input echoed in errors: a refused value may be a secret (a Redis URL with a password).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
     backend: Literal["auto", "numpy", "cupy"] = Field(
         "auto", description="OR kernels: CuPy when a GPU works, else NumPy."
     )

@@ -8,6 +8,7 @@ Anything not in the table is a 500 / INTERNAL with a request id only (details go
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 from dataclasses import dataclass
@@ -47,6 +48,9 @@ ERROR_TABLE: dict[type[BaseException], Answer] = {
     DeviceUnhealthy: Answer(503, grpc.StatusCode.UNAVAILABLE),
     Unauthenticated: Answer(401, grpc.StatusCode.UNAUTHENTICATED),
     Forbidden: Answer(403, grpc.StatusCode.PERMISSION_DENIED),
+    # The caller went away (its connection closed, a gRPC cancel): nobody reads the answer;
+    # 499 is what it is logged as (nginx's "client closed request").
+    asyncio.CancelledError: Answer(499, grpc.StatusCode.CANCELLED),
 }
 INTERNAL = Answer(500, grpc.StatusCode.INTERNAL)
 

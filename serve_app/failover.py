@@ -6,6 +6,12 @@ and the answer is a pure function of the arguments (same arrays -> same insertio
 assignment, same features -> same minutes, same instance and seed -> same offline solution).
 A retried call therefore can neither apply anything twice nor answer differently.
 
+But a call can be what kills a replica (a kernel fault on its input, a solve that wedges the
+device): retried blindly, one request would go on to kill the next replica inside the retry
+budget, and the next. A call that has seen ``max_replica_faults`` replicas fail while it ran
+on them (default 2: the first may be chance) is answered ``PoisonRequest`` (422 naming the
+request id) instead of being sent to another.
+
 What is retried: ``DeviceUnhealthy`` (the replica's guard tripped: poisoned or wedged device),
 ``RayActorError`` (the replica process died or its node went away, including
 ``ActorUnavailableError``) and, as a last resort, an attempt unanswered after
@@ -34,10 +40,10 @@ from typing import Any
 from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 
-from actors.errors import DeadlinePassed, DeviceUnhealthy
+from actors.errors import Abandoned, DeadlinePassed, DeviceUnhealthy
 from serve_app.metrics import failover_counter
 from serve_app.pipeline.context import CallContext
-from serve_app.pipeline.errors import DeadlineExceeded, Overloaded, Unavailable
+from serve_app.pipeline.errors import DeadlineExceeded, Overloaded, PoisonRequest, Unavailable
 
 RETRYABLE: tuple[type[BaseException], ...] = (DeviceUnhealthy, RayActorError, TimeoutError)
 
@@ -52,15 +58,24 @@ class FailoverEvent:
 
 
 class Failover:
-    """call_timeout_s : per attempt; retry_budget_s : per call, all attempts together (s).
+    """call_timeout_s : per attempt; retry_budget_s : per call, all attempts together (s);
+    max_replica_faults : replicas a call may see fail while it ran there before it is taken
+    for the cause and not sent to another (``PoisonRequest``).
 
     A call's context bounds both: an attempt never outlives the request's deadline, and no
     retry starts after it (``DeadlineExceeded`` then, the attempt cancelled).
     """
 
-    def __init__(self, call_timeout_s: float, retry_budget_s: float, history: int = 1024):
+    def __init__(
+        self,
+        call_timeout_s: float,
+        retry_budget_s: float,
+        max_replica_faults: int = 2,
+        history: int = 1024,
+    ):
         self.call_timeout_s = call_timeout_s
         self.retry_budget_s = retry_budget_s
+        self.max_replica_faults = max_replica_faults
         self.events: deque[FailoverEvent] = deque(maxlen=history)
 
     async def call(
@@ -80,7 +95,7 @@ class Failover:
         """
         per_attempt = self.call_timeout_s if timeout_s is None else timeout_s
         budget_end = time.monotonic() + self.retry_budget_s
-        delay, attempts = 0.01, 0
+        delay, attempts, faults = 0.01, 0, 0
         while True:
             remaining = ctx.remaining_s()
             if remaining <= 0:
@@ -91,7 +106,7 @@ class Failover:
                 return await asyncio.wait_for(_result(response), min(per_attempt, remaining))
             except BackPressureError as exc:
                 raise Overloaded("backpressure", 1.0, f"{target}: {exc}") from exc
-            except DeadlinePassed as exc:
+            except (DeadlinePassed, Abandoned) as exc:
                 raise DeadlineExceeded(f"{target}: {exc}") from exc
             except RETRYABLE as exc:
                 if isinstance(exc, TimeoutError):
@@ -105,6 +120,9 @@ class Failover:
                     error = "DeviceUnhealthy"  # not Ray's wrapper class name
                 self.events.append(FailoverEvent(time.time(), target, error))
                 failover_counter().inc(tags={"target": target, "error": error})
+                faults += _failed_during_call(exc)
+                if faults >= self.max_replica_faults:
+                    raise PoisonRequest(ctx.request_id, target, faults, error) from exc
                 now = time.monotonic()
                 if now + delay >= budget_end or delay >= ctx.remaining_s():
                     raise Unavailable(
@@ -121,3 +139,12 @@ class Failover:
 
 async def _result(response: Any) -> Any:
     return await response
+
+
+def _failed_during_call(exc: BaseException) -> bool:
+    """Did the replica fail while this call ran there? Its process died (or stopped answering)
+    mid-call, or its device failed during the call's own work; a replica already known to be
+    unhealthy refusing at once says nothing about the call."""
+    if isinstance(exc, DeviceUnhealthy):
+        return bool(getattr(getattr(exc, "cause", exc), "during_call", False))
+    return True

@@ -56,7 +56,12 @@ class SolverHandle:
         return await self.failover.call(
             f"{self.name}.solve_round",
             lambda: handle.solve_round.remote(
-                arrays, weights, etr_floor, improve_routes, ctx.traffic_class.value
+                arrays,
+                weights,
+                etr_floor,
+                improve_routes,
+                ctx.traffic_class.value,
+                max(0.0, ctx.remaining_s()),
             ),
             ctx,
         )
@@ -66,7 +71,9 @@ class SolverHandle:
     ) -> dict[str, Any]:
         return await self.failover.call(
             f"{self.name}.solve_pdptw",
-            lambda: self.handle.solve_pdptw.remote(instance, time_limit_s, seed),
+            lambda: self.handle.solve_pdptw.remote(
+                instance, time_limit_s, seed, max(0.0, ctx.remaining_s())
+            ),
             ctx,
             timeout_s=time_limit_s + self.failover.call_timeout_s,
         )

@@ -22,7 +22,13 @@ from pydantic import BaseModel, ValidationError
 
 from actors.scheduling import TrafficClass
 from serve_app.pipeline.context import CallContext, context_from_metadata
-from serve_app.pipeline.errors import FieldError, InvalidInput, UnsupportedMediaType
+from serve_app.pipeline.errors import (
+    FieldError,
+    InvalidInput,
+    ServingError,
+    UnsupportedMediaType,
+)
+from serve_app.schemas import RequestModels
 
 JSON = "application/json"
 MSGPACK = "application/x-msgpack"
@@ -48,29 +54,94 @@ def answer_media_type(request: Request) -> str:
 
 
 async def parse(request: Request, model: type[M]) -> M:
-    """Read and validate the body as ``model``; raises InvalidInput (field paths under
-    ``body``), UnsupportedMediaType, or the body limit's TooLarge while reading."""
+    """Read and validate the body as ``model`` (one of ``RequestModels``: bounded by the
+    limits); raises InvalidInput (field paths under ``body``), TooLarge (a list past its
+    limit), UnsupportedMediaType, or the body limit's TooLarge while reading."""
     media = body_media_type(request)
-    body = await request.body()
+    return validate_body(await request.body(), media, model)
+
+
+def validate_body(body: bytes, media: str, model: type[M]) -> M:
+    """``body`` in ``media`` (JSON or msgpack) validated as ``model``; errors as ``parse``."""
     try:
         if media == JSON:
             return model.model_validate_json(body)
-        try:
-            obj = msgpack.unpackb(body, raw=False, strict_map_key=True)
-        except Exception as exc:  # msgpack raises several unrelated types for bad bytes
-            raise InvalidInput.at(("body",), f"invalid msgpack: {exc}") from None
-        return model.model_validate(obj)
+        return model.model_validate(unpack_msgpack(body))
     except ValidationError as exc:
         raise invalid_input(exc) from None
 
 
-def invalid_input(exc: ValidationError, prefix: tuple[str | int, ...] = ("body",)) -> InvalidInput:
-    """Pydantic's errors as field errors (paths under ``prefix``; values never echoed)."""
-    return InvalidInput(
+#: msgpack bounds: no list longer than the longest a limit allows (checked as its header is
+#: read), no map wider than a schema's object, short strings, no binary or extension data.
+MSGPACK_MAX_LIST = 100_000
+MSGPACK_MAX_MAP = 64
+MSGPACK_MAX_STR = 4096
+#: What a decoded body may cost, in units of one pointer (8 bytes) per byte of body: a list
+#: element is 1 unit, a container 8 (an empty dict is ~64 bytes). Real bodies use < 0.5 a
+#: byte; without it a body of 16 M one-byte empty maps would build 16 M dicts (1 GiB).
+MSGPACK_UNITS_PER_BYTE = 1
+_CONTAINER_UNITS = 8
+
+
+def unpack_msgpack(body: bytes) -> Any:
+    """``body`` decoded, with the bounds above; InvalidInput at ``body`` when it is not msgpack
+    or breaks a bound."""
+    budget = MSGPACK_UNITS_PER_BYTE * len(body) + 64
+
+    def spend(units: int) -> None:
+        nonlocal budget
+        budget -= units
+        if budget < 0:
+            raise _Unbounded("more values than a body of its size holds in any request")
+
+    def on_list(items: list[Any]) -> list[Any]:
+        spend(_CONTAINER_UNITS + len(items))
+        return items
+
+    def on_map(items: dict[str, Any]) -> dict[str, Any]:
+        spend(_CONTAINER_UNITS + len(items))
+        return items
+
+    try:
+        return msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=True,
+            list_hook=on_list,
+            object_hook=on_map,
+            max_array_len=MSGPACK_MAX_LIST,
+            max_map_len=MSGPACK_MAX_MAP,
+            max_str_len=MSGPACK_MAX_STR,
+            max_bin_len=0,
+            max_ext_len=0,
+        )
+    except Exception as exc:  # msgpack raises several unrelated types for bad bytes
+        raise InvalidInput.at(("body",), f"invalid msgpack: {str(exc)[:200]}") from None
+
+
+class _Unbounded(ValueError):
+    pass
+
+
+#: Field errors an answer lists at most; a last entry says how many more there were.
+MAX_FIELD_ERRORS = 20
+
+
+def invalid_input(exc: ValidationError, prefix: tuple[str | int, ...] = ("body",)) -> ServingError:
+    """Pydantic's errors as the answer: TooLarge when a list passed its configured limit
+    (``RequestModels.too_large``), else InvalidInput listing the first ``MAX_FIELD_ERRORS``
+    field errors (paths under ``prefix``; values never echoed) and how many more there were."""
+    too_large = RequestModels.too_large(exc)
+    if too_large is not None:
+        return too_large
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    return InvalidInput.capped(
         [
             FieldError((*prefix, *e.get("loc", ())), e.get("msg", ""), e.get("type", ""))
-            for e in exc.errors()
-        ]
+            for e in errors[:MAX_FIELD_ERRORS]
+        ],
+        total=exc.error_count(),
+        at=prefix,
     )
 
 

@@ -57,7 +57,10 @@ class CacheMetrics:
             "orml_cache_misses", description="Cache misses.", tag_keys=("namespace",)
         )
         self.errors = metrics.Counter(
-            "orml_cache_errors", description="Redis / decode errors.", tag_keys=("kind",)
+            "orml_cache_errors",
+            description="Redis errors, undecodable values, values refused (seal, decode, "
+            "check), calls skipped for a busy pool.",
+            tag_keys=("kind",),
         )
         self.l1_bytes = metrics.Gauge("orml_cache_l1_bytes", description="Bytes held in L1.")
         self.breaker = metrics.Gauge(
@@ -79,6 +82,8 @@ class CacheMetrics:
             self._inc(self.misses, ("miss", ns), n, {"namespace": ns})
         self._inc(self.errors, ("redis",), s.redis_errors, {"kind": "redis"})
         self._inc(self.errors, ("decode",), s.decode_errors, {"kind": "decode"})
+        self._inc(self.errors, ("rejected",), sum(s.rejected.values()), {"kind": "rejected"})
+        self._inc(self.errors, ("pool_busy",), s.pool_busy, {"kind": "pool_busy"})
         self.l1_bytes.set(cache.l1.bytes_held)
         if cache.l2 is not None:
             self.breaker.set(self._BREAKER[cache.l2.breaker.state.value])

@@ -1,13 +1,16 @@
 """ASGI middleware: count every HTTP answer by endpoint, status and traffic class.
 
 Plain ASGI (no ``BaseHTTPMiddleware``): it only watches the ``http.response.start`` message go
-by, so it adds no task and no copy per request.
+by, so it adds no task and no copy per request. The endpoint label is a route template
+(``http_routes.route_label``), never the raw path: a caller sending many distinct paths does
+not make many series.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from serve_app.http_routes import route_label
 from serve_app.metrics import request_counter
 
 
@@ -36,7 +39,7 @@ class RequestMetrics:
                     priority = "offline" if value.lower() == b"offline" else "online"
             request_counter().inc(
                 tags={
-                    "endpoint": scope.get("path", ""),
+                    "endpoint": route_label(scope),
                     "status": str(status),
                     "priority": priority,
                 }

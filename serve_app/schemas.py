@@ -8,9 +8,18 @@ that does not match its orders) is 422 naming the rider.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal
+import functools
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
 from domain import (
     MIN_SPEED_MPS,
@@ -26,8 +35,9 @@ from domain import (
 )
 from etr import Prediction
 from planner.pdptw.instance import Instance, InstanceError, build_instance
+from serve_app.config import Limits
 from serve_app.pipeline.dispatch import SolveCall
-from serve_app.pipeline.errors import InvalidInput
+from serve_app.pipeline.errors import InvalidInput, TooLarge
 
 Id = Annotated[str, Field(min_length=1, max_length=128)]
 #: Times are seconds on the round's clock (e.g. Unix time); 1e10 is the year 2286, far past any
@@ -38,6 +48,7 @@ Seconds = Annotated[
     Field(ge=0, le=MAX_TIME_S, allow_inf_nan=False, description="Seconds (e.g. Unix time)."),
 ]
 Duration = Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)]
+M = TypeVar("M", bound=BaseModel)
 
 
 class _Model(BaseModel):
@@ -63,7 +74,10 @@ class OrderIn(_Model):
     size: float = Field(1.0, gt=0, le=1000, description="Capacity units in the rider's box.")
     items: int = Field(1, ge=0, le=10_000)
     item_counts: list[Annotated[int, Field(ge=0, le=10_000)]] = Field(
-        default_factory=list, max_length=27, description="Per menu item counts (ETR features)."
+        default_factory=list,
+        max_length=27,
+        fail_fast=True,
+        description="Per menu item counts (ETR features).",
     )
     pickup_service_s: Duration = 0.0
     dropoff_service_s: Duration = 0.0
@@ -118,9 +132,15 @@ class RiderIn(_Model):
         ge=MIN_SPEED_MPS, le=50, description="Travel speed, metres per second."
     )
     capacity: float = Field(gt=0, le=10_000, description="Box capacity, order size units.")
-    route: list[StopIn] = Field(default_factory=list, description="Committed stops, in order.")
-    orders: list[OrderIn] = Field(default_factory=list, description="The orders on the route.")
-    picked_up: list[Id] = Field(default_factory=list, description="Orders already on board.")
+    route: list[StopIn] = Field(
+        default_factory=list, fail_fast=True, description="Committed stops, in order."
+    )
+    orders: list[OrderIn] = Field(
+        default_factory=list, fail_fast=True, description="The orders on the route."
+    )
+    picked_up: list[Id] = Field(
+        default_factory=list, fail_fast=True, description="Orders already on board."
+    )
     available_at: Seconds | None = None
 
     def to_domain(self) -> Rider:
@@ -166,8 +186,8 @@ class DispatchRequest(_Model):
     """A round as the API takes it; a ``serve_app.pipeline.DispatchSource``."""
 
     now: Seconds = Field(description="The round's time, Unix seconds.")
-    riders: list[RiderIn]
-    orders: list[OrderIn]
+    riders: list[RiderIn] = Field(fail_fast=True)
+    orders: list[OrderIn] = Field(fail_fast=True)
     weights: WeightsIn = Field(default_factory=WeightsIn)
     utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time for ETR.")
     _orders: tuple[Order, ...] | None = PrivateAttr(None)
@@ -298,7 +318,7 @@ def prediction_to_dict(got: Prediction) -> dict[str, Any]:
 
 
 class EtrRequest(_Model):
-    orders: list[OrderIn] = Field(min_length=1)
+    orders: list[OrderIn] = Field(min_length=1, fail_fast=True)
     utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time offset.")
 
 
@@ -307,18 +327,32 @@ class EtrResponse(_Model):
     model_version: str = Field(description="The model version that computed every minute.")
 
 
+#: Bounds of a static solve's numbers. The kernels price in float32, so coordinates, times and
+#: loads stay far inside its exact range, and no sum of demands can wrap an int64.
+MAX_SOLVE_COORD = 1e6
+MAX_SOLVE_TIME = 1e7
+MAX_CAPACITY = 1_000_000
+MAX_TASK_ID = 1_000_000
+
+
 class TaskIn(_Model):
     """One Li & Lim task; task 0 is the depot (its window is the planning horizon)."""
 
-    id: int = Field(ge=0)
-    x: float
-    y: float
-    demand: int = Field(description="> 0 pickup, < 0 delivery, 0 only for the depot.")
-    earliest: float = Field(ge=0)
-    latest: float = Field(ge=0)
-    service: float = Field(0.0, ge=0)
-    pickup_index: int = Field(0, ge=0, description="For a delivery: its pickup's id.")
-    delivery_index: int = Field(0, ge=0, description="For a pickup: its delivery's id.")
+    id: int = Field(ge=0, le=MAX_TASK_ID)
+    x: float = Field(ge=-MAX_SOLVE_COORD, le=MAX_SOLVE_COORD)
+    y: float = Field(ge=-MAX_SOLVE_COORD, le=MAX_SOLVE_COORD)
+    demand: int = Field(
+        ge=-MAX_CAPACITY,
+        le=MAX_CAPACITY,
+        description="> 0 pickup, < 0 delivery, 0 only for the depot.",
+    )
+    earliest: float = Field(ge=0, le=MAX_SOLVE_TIME)
+    latest: float = Field(ge=0, le=MAX_SOLVE_TIME)
+    service: float = Field(0.0, ge=0, le=MAX_SOLVE_TIME)
+    pickup_index: int = Field(0, ge=0, le=MAX_TASK_ID, description="For a delivery: its pickup.")
+    delivery_index: int = Field(
+        0, ge=0, le=MAX_TASK_ID, description="For a pickup: its delivery's id."
+    )
 
 
 class SolveRequest(_Model):
@@ -326,10 +360,17 @@ class SolveRequest(_Model):
 
     name: str = Field("instance", min_length=1, max_length=128)
     vehicles: int = Field(ge=1, le=1000)
-    capacity: int = Field(ge=1)
-    tasks: list[TaskIn] = Field(min_length=3)
-    time_limit_s: float = Field(5.0, gt=0, le=120, description="Solver time, seconds.")
-    seed: int = Field(0, ge=0)
+    capacity: int = Field(ge=1, le=MAX_CAPACITY)
+    tasks: list[TaskIn] = Field(
+        min_length=3, fail_fast=True, description="At most limits.max_tasks, the depot included."
+    )
+    time_limit_s: float = Field(
+        5.0,
+        gt=0,
+        le=120,
+        description="Solver time, seconds; within the request's deadline (x-timeout-ms).",
+    )
+    seed: int = Field(0, ge=0, le=2**32 - 1)
 
     @classmethod
     def from_instance(
@@ -395,6 +436,11 @@ class SolveResponse(_Model):
     feasible: bool
     seconds: float
     routes: list[list[int]] = Field(description="Task ids per vehicle, depot omitted.")
+    unassigned: list[int] = Field(
+        default_factory=list,
+        description="Tasks not placed when the time limit came (the answer is then not "
+        "feasible): a limit too short for the instance's first construction.",
+    )
     cached: bool = False
 
 
@@ -403,3 +449,108 @@ class FaultRequest(_Model):
 
     deployment: Literal["OrSolver", "Etr"]
     kind: Literal["poison", "hang", "crash"]
+
+
+# ---- request models bounded by the configured limits ---------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestModels:
+    """The request models an ingress validates with: the schemas above, every list bounded by
+    the configured ``Limits``. pydantic-core counts a list's elements as it validates them and
+    stops at the first one past its bound (and, with ``fail_fast``, at the first bad one), so
+    the work and memory of validating a request are bounded by the limits, whatever its body.
+    A list past its bound fails as ``too_long``; ``too_large`` turns that into the 413."""
+
+    dispatch: type[DispatchRequest]
+    etr: type[EtrRequest]
+    etr_bulk: type[EtrRequest]
+    solve: type[SolveRequest]
+
+    @staticmethod
+    @functools.cache
+    def for_limits(limits: Limits) -> RequestModels:
+        stops = limits.max_route_stops
+        rider = _bounded(RiderIn, route=stops, orders=stops, picked_up=stops)
+        return RequestModels(
+            dispatch=_bounded(
+                DispatchRequest,
+                riders=(limits.max_riders, rider),
+                orders=limits.max_orders,
+            ),
+            etr=_bounded(EtrRequest, orders=limits.max_orders),
+            etr_bulk=_bounded(EtrRequest, orders=limits.max_bulk_orders),
+            solve=_bounded(SolveRequest, tasks=limits.max_tasks),
+        )
+
+    @staticmethod
+    def check_lengths(obj: Any, model: type[BaseModel], loc: tuple[str | int, ...] = ()) -> None:
+        """Raise the 413 for the first list of ``obj`` longer than ``model`` allows, before
+        anything else is read of it. ``obj`` has the model's list fields as sequences (a
+        protobuf message: its repeated fields are counted without being converted)."""
+        for name, info in model.model_fields.items():
+            bound = _max_length(info)
+            if bound is None:
+                continue
+            items = getattr(obj, name)
+            here = (*loc, name)
+            if len(items) > bound:
+                what = _LIMITED.get(_shape_of(here), ".".join(map(str, here)))
+                raise TooLarge(what, len(items), bound)
+            item = _bounded_item_model(info)
+            if item is not None:
+                for k, element in enumerate(items):
+                    RequestModels.check_lengths(element, item, (*here, k))
+
+    @staticmethod
+    def too_large(exc: ValidationError) -> TooLarge | None:
+        """The 413 for the first list of ``exc`` past a configured limit, or None."""
+        for e in exc.errors(include_url=False, include_input=False):
+            what = _LIMITED.get(_shape_of(e.get("loc", ())))
+            if e.get("type") == "too_long" and what is not None:
+                ctx = e.get("ctx", {})
+                return TooLarge(what, int(ctx["actual_length"]), int(ctx["max_length"]))
+        return None
+
+
+#: The bounded lists, by their path with indices as ``int``: the name a 413 gives each.
+_LIMITED: dict[tuple[str | type, ...], str] = {
+    ("riders",): "riders",
+    ("orders",): "orders",
+    ("tasks",): "tasks",
+    ("riders", int, "route"): "route stops",
+    ("riders", int, "orders"): "orders on a route",
+    ("riders", int, "picked_up"): "picked-up orders",
+}
+
+
+def _max_length(info: Any) -> int | None:
+    return next((m.max_length for m in info.metadata if hasattr(m, "max_length")), None)
+
+
+def _bounded_item_model(info: Any) -> type[BaseModel] | None:
+    """The element model of a list field, when some list inside it is bounded too."""
+    args = getattr(info.annotation, "__args__", ())
+    item = args[0] if len(args) == 1 else None
+    bounded = (
+        isinstance(item, type)
+        and issubclass(item, BaseModel)
+        and any(_max_length(f) is not None for f in item.model_fields.values())
+    )
+    return item if bounded else None
+
+
+def _shape_of(loc: tuple[str | int, ...]) -> tuple[str | type, ...]:
+    return tuple(int if isinstance(p, int) else p for p in loc)
+
+
+def _bounded(model: type[M], **bounds: int | tuple[int, type[BaseModel]]) -> type[M]:
+    """``model`` with each named list field at most that many elements long (a bound may come
+    with the bounded model of the list's elements); defaults and docs kept."""
+    fields: dict[str, Any] = {}
+    for name, bound in bounds.items():
+        limit, item = bound if isinstance(bound, tuple) else (bound, None)
+        info = model.model_fields[name]
+        annotation = info.annotation if item is None else list[item]  # type: ignore[valid-type]
+        fields[name] = (Annotated[annotation, Field(max_length=limit)], info)
+    return create_model(model.__name__, __base__=model, **fields)  # type: ignore[call-overload]

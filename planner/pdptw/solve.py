@@ -108,12 +108,16 @@ def regret_insert(
     rng: np.random.Generator,
     max_vehicles: int | None = None,
     greedy: bool = False,
+    clock: _Clock | None = None,
 ) -> tuple[list[list[int]], list[int]]:
     """Insert requests (indices into ``inst.pairs``) by regret-2; returns (routes, left over).
 
     No more than ``max_vehicles`` (default: the instance's fleet) routes are used; what fits
     nowhere is left over. ``greedy`` inserts in the given order instead, each request at its
     cheapest place: weaker than regret alone, but it reaches solutions regret never builds.
+    ``clock``: once it has expired no further request is inserted (they are left over), so
+    even the first construction of a large instance ends within one insertion of the limit
+    (each call inserts one request at least: every call makes progress).
 
     The cost matrix [routes (+ one empty vehicle), requests] is priced once; after each
     insertion only the changed route's row is priced again (the others are unchanged), and the
@@ -169,6 +173,8 @@ def regret_insert(
             pos_j = np.vstack([pos_j[:r], row_j, pos_j[r:]])
         else:
             cost[r], pos_i[r], pos_j[r] = row_c[0], row_i[0], row_j[0]
+        if clock is not None and clock.expired():
+            break
     left = [todo[k] for k in np.nonzero(alive)[0]]
     return routes, left
 
@@ -234,7 +240,9 @@ class _Ruins:
         self, routes: list[list[int]], rng: np.random.Generator
     ) -> tuple[list[list[int]], list[int]]:
         n_req = len(self.related)
-        n = int(rng.integers(max(1, RUIN_MEAN // 2), min(2 * RUIN_MEAN, n_req) + 1))
+        # Instances with fewer requests than a ruin's usual minimum ruin all of them at most.
+        low = min(max(1, RUIN_MEAN // 2), n_req)
+        n = int(rng.integers(low, min(2 * RUIN_MEAN, n_req) + 1))
         kind = rng.random()
         if kind < 0.5:
             removed = self.strings(routes, rng)
@@ -251,6 +259,8 @@ class _Clock:
 
     yield_to : called at every step (``out_of_time``); returns the seconds it waited, which do
     not count against the limit (the solve stepped aside for other work).
+    checkpoint : called at every step and insertion (``expired``); raises to abandon the solve
+    (its caller has gone).
     """
 
     def __init__(
@@ -258,13 +268,21 @@ class _Clock:
         time_limit_s: float,
         iterations: int | None,
         yield_to: Callable[[], float] | None = None,
+        checkpoint: Callable[[], None] | None = None,
     ) -> None:
         self.t0 = time.perf_counter()
         self.limit = time_limit_s
         self.iterations = iterations
         self.steps = 0
         self.yield_to = yield_to
+        self.checkpoint = checkpoint
         self.waited_s = 0.0
+
+    def expired(self) -> bool:
+        """Past the time limit (no stepping aside here: an insertion is short)."""
+        if self.checkpoint is not None:
+            self.checkpoint()
+        return time.perf_counter() - self.t0 >= self.limit
 
     def progress(self) -> float:
         if self.iterations is not None:
@@ -272,6 +290,8 @@ class _Clock:
         return min(1.0, (time.perf_counter() - self.t0) / self.limit)
 
     def out_of_time(self) -> bool:
+        if self.checkpoint is not None:
+            self.checkpoint()
         if self.yield_to is not None:
             waited = self.yield_to()
             self.t0 += waited
@@ -300,7 +320,7 @@ def _eliminate_vehicles(
         victim = int(rng.choice(len(best), p=(1 / sizes) / (1 / sizes).sum()))
         pool = sorted({ruins.pair_of[t] for t in best[victim]})
         current = [r for k, r in enumerate(best) if k != victim]
-        current, pool = regret_insert(inst, current, pool, vehicle_cost, rng, fleet)
+        current, pool = regret_insert(inst, current, pool, vehicle_cost, rng, fleet, clock=clock)
         cur_dist = _objective(inst, current)[1]
         stale = 0
         while pool and stale < patience and clock.progress() < VEHICLE_SHARE:
@@ -309,7 +329,9 @@ def _eliminate_vehicles(
             clock.steps += 1
             stale += 1
             partial, removed = ruins.ruin(current, rng)
-            cand, left = regret_insert(inst, partial, removed + pool, vehicle_cost, rng, fleet)
+            cand, left = regret_insert(
+                inst, partial, removed + pool, vehicle_cost, rng, fleet, clock=clock
+            )
             dist = _objective(inst, cand)[1]
             if len(left) < len(pool) or (len(left) == len(pool) and dist <= cur_dist * 1.02):
                 if len(left) < len(pool):
@@ -344,7 +366,9 @@ def _improve_distance(
         greedy = rng.random() < GREEDY_SHARE
         if greedy:
             removed = [int(k) for k in rng.permutation(removed)]
-        cand, left = regret_insert(inst, partial, removed, vehicle_cost, rng, fleet, greedy)
+        cand, left = regret_insert(
+            inst, partial, removed, vehicle_cost, rng, fleet, greedy, clock=clock
+        )
         if left:
             continue
         dist = _objective(inst, cand)[1]
@@ -364,16 +388,24 @@ def solve(
     seed: int = 0,
     iterations: int | None = None,
     yield_to: Callable[[], float] | None = None,
+    checkpoint: Callable[[], None] | None = None,
 ) -> Solution:
     """Solve within ``time_limit_s`` (and at most ``iterations`` improvement steps).
 
+    The limit holds from the first insertion on: a construction still running at the limit
+    stops there, and the requests it did not place are ``unassigned``. It is overrun by at
+    most one insertion or one ruin-and-recreate step (docs/benchmarks.md measures it).
     yield_to : called between improvement steps (an offline solve sharing a device lets online
     work go first there); returns the seconds it waited, not counted against the limit.
+    checkpoint : called between steps and insertions; what it raises ends the solve (a
+    replica whose caller has given up stops computing).
     """
-    clock = _Clock(time_limit_s, iterations, yield_to)
+    clock = _Clock(time_limit_s, iterations, yield_to, checkpoint)
     rng = np.random.default_rng(seed)
     vehicle_cost = 10.0 * float(np.ptp(inst.xy, axis=0).sum()) * max(1, inst.n_tasks)
-    routes, left = regret_insert(inst, [], list(range(len(inst.pairs))), vehicle_cost, rng)
+    routes, left = regret_insert(
+        inst, [], list(range(len(inst.pairs))), vehicle_cost, rng, clock=clock
+    )
     if not left and inst.pairs.size:
         ruins = _Ruins.of(inst)
         routes = _eliminate_vehicles(inst, routes, ruins, rng, clock, vehicle_cost)

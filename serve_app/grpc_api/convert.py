@@ -93,6 +93,7 @@ def solve_response(d: dict[str, Any]) -> pb.SolveResponse:
         seconds=d["seconds"],
         routes=[pb.VehicleRoute(tasks=r) for r in d["routes"]],
         cached=d["cached"],
+        unassigned=d["unassigned"],
     )
 
 

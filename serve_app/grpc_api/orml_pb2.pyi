@@ -242,7 +242,7 @@ class VehicleRoute(_message.Message):
     def __init__(self, tasks: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class SolveResponse(_message.Message):
-    __slots__ = ("instance", "vehicles", "distance", "feasible", "seconds", "routes", "cached")
+    __slots__ = ("instance", "vehicles", "distance", "feasible", "seconds", "routes", "cached", "unassigned")
     INSTANCE_FIELD_NUMBER: _ClassVar[int]
     VEHICLES_FIELD_NUMBER: _ClassVar[int]
     DISTANCE_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +250,7 @@ class SolveResponse(_message.Message):
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     ROUTES_FIELD_NUMBER: _ClassVar[int]
     CACHED_FIELD_NUMBER: _ClassVar[int]
+    UNASSIGNED_FIELD_NUMBER: _ClassVar[int]
     instance: str
     vehicles: int
     distance: float
@@ -257,4 +258,5 @@ class SolveResponse(_message.Message):
     seconds: float
     routes: _containers.RepeatedCompositeFieldContainer[VehicleRoute]
     cached: bool
-    def __init__(self, instance: _Optional[str] = ..., vehicles: _Optional[int] = ..., distance: _Optional[float] = ..., feasible: _Optional[bool] = ..., seconds: _Optional[float] = ..., routes: _Optional[_Iterable[_Union[VehicleRoute, _Mapping]]] = ..., cached: _Optional[bool] = ...) -> None: ...
+    unassigned: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, instance: _Optional[str] = ..., vehicles: _Optional[int] = ..., distance: _Optional[float] = ..., feasible: _Optional[bool] = ..., seconds: _Optional[float] = ..., routes: _Optional[_Iterable[_Union[VehicleRoute, _Mapping]]] = ..., cached: _Optional[bool] = ..., unassigned: _Optional[_Iterable[int]] = ...) -> None: ...

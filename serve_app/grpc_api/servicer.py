@@ -14,13 +14,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from pydantic import ValidationError
 
 from actors.scheduling import TrafficClass
 from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import convert
 from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.grpc_api.registration import METHODS, RawRequest
 from serve_app.http_edge import invalid_input
 from serve_app.pipeline import (
     CallContext,
@@ -29,9 +30,11 @@ from serve_app.pipeline import (
     TooLarge,
 )
 from serve_app.pipeline.context import context_from_metadata
-from serve_app.schemas import DispatchRequest, EtrRequest, SolveRequest, plan_to_dict
+from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
 
 R = TypeVar("R", bound=Message)
+#: The gRPC method of each endpoint.
+ENDPOINT_METHODS = {"dispatch": "Dispatch", "etr": "Etr", "solve": "SolveRoutes"}
 
 
 class GrpcIngress:
@@ -41,12 +44,15 @@ class GrpcIngress:
     pipeline: Any
     args: Any
     etr: Any
+    models: Any  # serve_app.schemas.RequestModels
     api_keys: Any  # serve_app.pipeline.api_keys.ApiKeys
 
-    async def Dispatch(self, request: pb.DispatchRequest, grpc_context: Any) -> pb.DispatchResponse:  # noqa: N802
+    async def Dispatch(  # noqa: N802
+        self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
+    ) -> pb.DispatchResponse:
         async def run(ctx: CallContext) -> pb.DispatchResponse:
             async def decode() -> DispatchRequest:
-                return self._validate(request, DispatchRequest)
+                return self._validate(request, "dispatch", self.models.dispatch)
 
             plan = await self.pipeline.dispatch(decode, ctx)
             return convert.dispatch_response(plan_to_dict(plan))
@@ -55,24 +61,34 @@ class GrpcIngress:
             grpc_context, "dispatch", TrafficClass.ONLINE, pb.DispatchResponse, run
         )
 
-    async def Etr(self, request: pb.EtrRequest, grpc_context: Any) -> pb.EtrResponse:  # noqa: N802
+    async def Etr(  # noqa: N802
+        self, request: RawRequest | pb.EtrRequest, grpc_context: Any
+    ) -> pb.EtrResponse:
         async def run(ctx: CallContext) -> pb.EtrResponse:
             async def decode() -> EtrCall:
-                req = self._validate(request, EtrRequest)
+                req = self._validate(request, "etr", self.models.etr)
                 return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
-            got = await self.pipeline.etr_minutes(decode, ctx)
+            async def raw() -> bytes:
+                data = request.data if isinstance(request, RawRequest) else b""
+                return b"application/x-protobuf\0" + data
+
+            got = await self.pipeline.etr_minutes(
+                decode, ctx, raw=raw if isinstance(request, RawRequest) else None
+            )
             return pb.EtrResponse(minutes=got.minutes.tolist(), model_version=got.model_version)
 
         return await self._answer(grpc_context, "etr", TrafficClass.ONLINE, pb.EtrResponse, run)
 
-    async def SolveRoutes(self, request: pb.SolveRequest, grpc_context: Any) -> pb.SolveResponse:  # noqa: N802
+    async def SolveRoutes(  # noqa: N802
+        self, request: RawRequest | pb.SolveRequest, grpc_context: Any
+    ) -> pb.SolveResponse:
         name = ""
 
         async def run(ctx: CallContext) -> pb.SolveResponse:
             async def decode():
                 nonlocal name
-                req = self._validate(request, SolveRequest)
+                req = self._validate(request, "solve", self.models.solve)
                 name = req.name
                 return req.to_call()
 
@@ -84,10 +100,23 @@ class GrpcIngress:
         )
 
     # ---- shared -----------------------------------------------------------------------------
-    def _validate(self, request: Message, model: Any) -> Any:
-        size = request.ByteSize()
-        if size > self.args.limits.max_body_bytes:
-            raise TooLarge("message bytes", size, self.args.limits.max_body_bytes)
+    def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
+        """The request (``RawRequest``: parsed here, once admitted; a message: checked)
+        validated as ``model``: bytes within the endpoint's limit, lists within theirs
+        (counted before anything is converted), then the same schema as HTTP."""
+        limit = self.args.limits.body_bytes(endpoint)
+        size = len(request.data) if isinstance(request, RawRequest) else request.ByteSize()
+        if size > limit:
+            raise TooLarge("message bytes", size, limit)
+        if isinstance(request, RawRequest):
+            message_type = METHODS[ENDPOINT_METHODS[endpoint]][0]
+            try:
+                request = message_type.FromString(request.data)
+            except DecodeError as exc:
+                raise InvalidInput.at(
+                    (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
+                ) from None
+        RequestModels.check_lengths(request, model)
         try:
             return model.model_validate(convert.message_to_dict(request))
         except ValidationError as exc:

@@ -60,7 +60,7 @@ the ingress's RSS grew ~1 MB/min at 20 requests/s while its Python heap stayed f
 arenas hold every process flat (``bench/soak.py``, docs/benchmarks.md). Read at process start:
 on a cluster set it in the nodes' environment (``ray start``, the container image)."""
 
-GRPC_SERVICERS = ["serve_app.grpc_api.orml_pb2_grpc.add_OrmlServicer_to_server"]
+GRPC_SERVICERS = ["serve_app.grpc_api.registration.add_orml_servicer"]
 """What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
 
 

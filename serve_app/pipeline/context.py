@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import math
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -64,7 +65,7 @@ def context_from_metadata(
     not a number of ms in (0, 1 h]), ``x-priority: offline`` demotes the request from the
     endpoint's ``traffic_class`` and ``x-priority: online`` promotes it only with
     ``x-priority-key`` equal to ``priority_key`` (compared in constant time), ``x-request-id``
-    (up to 128 characters) names it."""
+    names it (``safe_request_id``)."""
     timeout_s = default_timeout_s
     raw = metadata.get("x-timeout-ms")
     if raw is not None:
@@ -84,7 +85,17 @@ def context_from_metadata(
         presented = str(metadata.get("x-priority-key", ""))
         if hmac.compare_digest(presented.encode(), priority_key.encode()):
             traffic_class = TrafficClass.ONLINE
-    request_id = metadata.get("x-request-id")
-    if request_id is not None and not 0 < len(request_id) <= 128:
-        request_id = None
-    return CallContext.start(timeout_s, traffic_class, request_id)
+    return CallContext.start(
+        timeout_s, traffic_class, safe_request_id(metadata.get("x-request-id"))
+    )
+
+
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+
+
+def safe_request_id(raw: str | None) -> str | None:
+    """A caller's request id if it is 1-128 characters of ``[A-Za-z0-9._:/+=-]`` (it goes into
+    logs and answers: no control characters, no unbounded length); else None (one is made)."""
+    if raw is None or not _REQUEST_ID.fullmatch(raw):
+        return None
+    return raw

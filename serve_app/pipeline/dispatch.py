@@ -43,11 +43,15 @@ from planner.pdptw.instance import Instance
 from serve_app.cache_setup import ReplicaCache
 from serve_app.config import Limits
 from serve_app.pipeline.admission import Admission
+from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
 from serve_app.pipeline.context import CallContext
-from serve_app.pipeline.errors import TooLarge
+from serve_app.pipeline.errors import InvalidInput, TooLarge
 from serve_app.pipeline.ports import EtrModel, Solver
 
 T = TypeVar("T")
+#: The request's own bytes (and anything else that changes its answer), read once admitted:
+#: the key of a whole-answer cache.
+RawBody = Callable[[], Awaitable[bytes]]
 #: Event-loop turns given to the ETR call before the decode and pack work, which hold the loop:
 #: Serve's router sends the call from this loop, so the hop must leave first to overlap them.
 YIELDS_TO_SEND = 3
@@ -116,9 +120,16 @@ class SolveCall:
 class _VersionMoved(Exception):
     """A replica answered with another version than the cache keys were built for."""
 
+    def __init__(self, prediction: Prediction | None = None) -> None:
+        super().__init__()
+        self.prediction = prediction
+
 
 #: Cache lookups retried while a roll moves versions under them, then answered uncached.
 VERSION_TRIES = 3
+#: The form of a cached static solution (``cached_values.solution_check``): 2 added
+#: ``unassigned``; entries of another form are under other keys, never read.
+SOLVE_VALUES_VERSION = "2"
 
 
 def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
@@ -135,9 +146,9 @@ def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
 
 class Pipeline:
     """solver : dispatch rounds and static solves (online rounds first: the replicas make
-    static solves step aside for them); etr : the model; cache : ETR rows and static
-    solutions (None: off); improve_routes : the solve stage's last step; on_timings : where
-    stage timings go (metrics)."""
+    static solves step aside for them); etr : the model; cache : ETR rows, whole ETR answers
+    (``cache_answers``) and static solutions (None: off); improve_routes : the solve stage's
+    last step; on_timings : where stage timings go (metrics)."""
 
     def __init__(
         self,
@@ -147,6 +158,7 @@ class Pipeline:
         admission: Admission,
         limits: Limits,
         cache: ReplicaCache | None = None,
+        cache_answers: bool = True,
         improve_routes: bool = True,
         on_timings: TimingsObserver | None = None,
     ) -> None:
@@ -155,6 +167,7 @@ class Pipeline:
         self.admission = admission
         self.limits = limits
         self.cache = cache
+        self.cache_answers = cache_answers
         self.improve_routes = improve_routes
         self.on_timings = on_timings
 
@@ -209,16 +222,51 @@ class Pipeline:
 
     # ---- ETR --------------------------------------------------------------------------------
     async def etr_minutes(
-        self, decode: Decode[EtrCall], ctx: CallContext, max_orders: int | None = None
+        self,
+        decode: Decode[EtrCall],
+        ctx: CallContext,
+        max_orders: int | None = None,
+        raw: RawBody | None = None,
     ) -> Prediction:
         """ETR minutes for a list of orders (the ``etr`` lane); at most ``max_orders``
-        (default ``limits.max_orders``)."""
+        (default ``limits.max_orders``). With ``raw`` (the request's bytes) and
+        ``cache_answers``, a request seen before under the serving model version is answered
+        from the cache before it is parsed."""
         limit = self.limits.max_orders if max_orders is None else max_orders
-        async with await self.admission.acquire("etr", ctx):
+
+        async def compute() -> Prediction:
             call = await decode()
             if len(call.orders) > limit:
                 raise TooLarge("orders", len(call.orders), limit)
             return await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
+
+        async with await self.admission.acquire("etr", ctx):
+            if self.cache is None or not self.cache_answers or raw is None:
+                return await compute()
+            return await self._cached_answer(await raw(), limit, compute)
+
+    async def _cached_answer(
+        self, body: bytes, limit: int, compute: Callable[[], Awaitable[Prediction]]
+    ) -> Prediction:
+        """The whole answer to ``body``, cached under the version believed to serve; an
+        answer a roll computed with another version is returned, not stored."""
+        assert self.cache is not None
+        version = await self.etr.model_version()
+
+        async def answer() -> dict[str, Any]:
+            got = await compute()
+            if got.model_version != version:
+                raise _VersionMoved(got)
+            return {"minutes": got.minutes.tolist(), "model_version": version}
+
+        key = cache_key("etr-answer", f"v{version}", body)
+        try:
+            got = await self.cache.cache.get_or_compute(
+                "etr-answer", key, answer, self.cache.ttl_s, etr_answer_check(version, limit)
+            )
+        except _VersionMoved as moved:
+            return moved.prediction
+        return Prediction(np.asarray(got["minutes"], np.float32), got["model_version"])
 
     async def etr_features(self, features: np.ndarray, ctx: CallContext) -> Prediction:
         """ETR minutes float32[k] for features float32[k, 39], and their version (the Python
@@ -251,7 +299,7 @@ class Pipeline:
 
             try:
                 values = await self.cache.cache.get_many_or_compute(
-                    "etr", keys, compute_missing, self.cache.ttl_s
+                    "etr", keys, compute_missing, self.cache.ttl_s, is_minutes
                 )
             except _VersionMoved:
                 continue
@@ -265,6 +313,13 @@ class Pipeline:
         Returns (summary, cached): summary as ``Solver.solve_pdptw`` gives it."""
         async with await self.admission.acquire("solve", ctx):
             call = await decode()
+            if call.time_limit_s > ctx.remaining_s():
+                raise InvalidInput.at(
+                    ("body", "time_limit_s"),
+                    f"{call.time_limit_s:g} s is more than the request's deadline leaves "
+                    f"({max(0.0, ctx.remaining_s()):.1f} s): send a longer x-timeout-ms (or "
+                    "gRPC deadline)",
+                )
             computed = False
 
             async def compute() -> dict[str, Any]:
@@ -276,8 +331,10 @@ class Pipeline:
 
             if self.cache is None:
                 return await compute(), False
-            key = cache_key("solve", "1", call.key_payload, self.cache.quant)
-            result = await self.cache.cache.get_or_compute("solve", key, compute, 3600.0)
+            key = cache_key("solve", SOLVE_VALUES_VERSION, call.key_payload, self.cache.quant)
+            result = await self.cache.cache.get_or_compute(
+                "solve", key, compute, self.cache.solve_ttl_s, solution_check(call.instance)
+            )
             return result, not computed
 
     def _observe(self, endpoint: str, timings: dict[str, float]) -> None:

@@ -8,7 +8,7 @@ what its answer must say: the field, the limit, how long to wait before retrying
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 class ServingError(Exception):
@@ -24,11 +24,21 @@ class FieldError:
     type: str = "value_error"
 
 
+#: Characters of one error message at most (a message may quote a client's ids).
+MAX_MESSAGE_CHARS = 300
+
+
 class InvalidInput(ServingError):
-    """The request parses but a field is wrong (422 / INVALID_ARGUMENT)."""
+    """The request parses but a field is wrong (422 / INVALID_ARGUMENT).
+
+    errors : the field errors to answer (the edges list at most a few: ``capped``); each
+    message is cut at ``MAX_MESSAGE_CHARS``."""
 
     def __init__(self, errors: Sequence[FieldError]) -> None:
-        self.errors = list(errors)
+        self.errors = [
+            e if len(e.msg) <= MAX_MESSAGE_CHARS else replace(e, msg=e.msg[:MAX_MESSAGE_CHARS])
+            for e in errors
+        ]
         first = self.errors[0] if self.errors else FieldError(("body",), "invalid request")
         super().__init__(f"{'.'.join(map(str, first.loc))}: {first.msg}")
 
@@ -36,8 +46,35 @@ class InvalidInput(ServingError):
     def at(cls, loc: tuple[str | int, ...], msg: str) -> InvalidInput:
         return cls([FieldError(loc, msg)])
 
+    @classmethod
+    def capped(
+        cls, shown: Sequence[FieldError], total: int, at: tuple[str | int, ...] = ("body",)
+    ) -> InvalidInput:
+        """``shown`` (the first of ``total`` errors), and one more entry at ``at`` saying how
+        many were left out, if any."""
+        more = total - len(shown)
+        tail = [FieldError(at, f"{more} more errors not shown", "too_many_errors")]
+        return cls([*shown, *(tail if more > 0 else [])])
+
     def __reduce__(self):  # crosses Ray's process boundary as itself
         return (type(self), (self.errors,))
+
+
+class PoisonRequest(InvalidInput):
+    """A request whose calls made ``faults`` replicas fail while they ran there: taken for the
+    cause, it is not sent to another (422 / INVALID_ARGUMENT; do not retry it unchanged)."""
+
+    def __init__(self, request_id: str, target: str, faults: int, last_error: str) -> None:
+        msg = (
+            f"request {request_id[:128]}: {faults} {target} replicas failed while computing it "
+            f"(last: {last_error}); it is not sent to another"
+        )
+        super().__init__([FieldError(("body",), msg, "poison_request")])
+        self.request_id, self.target, self.faults = request_id, target, faults
+        self.last_error = last_error
+
+    def __reduce__(self):
+        return (type(self), (self.request_id, self.target, self.faults, self.last_error))
 
 
 class UnsupportedMediaType(ServingError):

@@ -24,15 +24,15 @@ def test_repeated_etr_requests_hit_l1(serve_url):
     body = etr_body(71)
     reordered = {"orders": body["orders"][::-1]}
     with httpx.Client(base_url=serve_url, timeout=30) as c:
-        before = c.get("/readyz").json()["cache"]["hits"]
+        before = c.get("/admin/status").json()["cache"]["hits"]
         first = c.post("/v1/etr", json=body).json()["minutes"]
         second = c.post("/v1/etr", json=body).json()["minutes"]
         third = c.post("/v1/etr", json=reordered).json()["minutes"]
-        cache = c.get("/readyz").json()["cache"]
+        cache = c.get("/admin/status").json()["cache"]
     assert first == second == third[::-1]
     hits = cache["hits"]
     assert cache["levels"] == "l1"
-    assert hits.get("l1:etr-http", 0) - before.get("l1:etr-http", 0) == 1
+    assert hits.get("l1:etr-answer", 0) - before.get("l1:etr-answer", 0) == 1
     assert hits.get("l1:etr", 0) - before.get("l1:etr", 0) >= 8
 
 

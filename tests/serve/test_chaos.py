@@ -98,7 +98,7 @@ def test_killing_a_replica_actor_loses_nothing(chaos_url):
 
 def test_redis_killed_and_paused_under_load_loses_nothing(chaos_url, redis_server):
     with httpx.Client(timeout=30) as c:
-        assert c.get(f"{chaos_url}/readyz").json()["cache"]["levels"] == "l1+l2"
+        assert c.get(f"{chaos_url}/admin/status").json()["cache"]["levels"] == "l1+l2"
     load = drill.SteadyLoad(chaos_url, rate=8.0).start()
     try:
         time.sleep(1.0)

@@ -33,14 +33,21 @@ def body_of(round_) -> dict:
 
 
 def test_healthz_and_readyz(serve_url):
-    """healthz: the process; readyz: both deployments loaded, warmed and healthy."""
+    """healthz: the process; readyz: both deployments loaded, warmed and healthy, and nothing
+    of the configuration; /admin/status: the full state, for operators."""
     with httpx.Client(base_url=serve_url, timeout=30) as c:
         assert c.get("/healthz").json() == {"status": "ok"}
         ready = c.get("/readyz")
         assert ready.status_code == 200, ready.text
         info = ready.json()
         assert info["ready"] is True
-        assert info["etr"]["runtime"] == "onnxruntime" and info["or_solver"]["backend"] == "numpy"
+        assert set(info) == {"ready", "or_solver", "etr"}
+        assert set(info["or_solver"]) == {"healthy", "kernel_warming"}
+        assert set(info["etr"]) == {"healthy", "model_version", "loaded_versions"}
+        status = c.get("/admin/status").json()
+        assert status["etr"]["runtime"] == "onnxruntime"
+        assert status["or_solver"]["backend"] == "numpy"
+        assert {"admission", "cache"} <= set(status)
 
 
 def test_openapi_docs_are_served(serve_url):
