@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -125,8 +126,9 @@ def _serve(args: argparse.Namespace) -> int:
     def on_signal(*_: object) -> None:
         stop.set()
 
-    # SIGTERM (systemd, Docker, Kubernetes) stops as cleanly as Ctrl-C. Set again once Ray
-    # runs: ray.init installs a SIGTERM handler of its own in this process.
+    # SIGTERM (systemd, Docker, Kubernetes) stops as cleanly as Ctrl-C, at any moment: the
+    # start checks `stop` while it waits, and `local.start` puts these handlers back after
+    # ray.init (inside it, Ray's own handler raises SystemExit, caught below).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
     try:
@@ -137,12 +139,17 @@ def _serve(args: argparse.Namespace) -> int:
             grpc_port=args.grpc_port,
             dashboard_port=args.dashboard_port,
             metrics_port=args.metrics_port,
+            stop=stop,
         )
-    except BaseException:
-        local.stop_if_started()
-        raise
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+    except BaseException as exc:
+        # A signal during start-up: as a stop request (`stop`), inside ray.init as Ray's
+        # SystemExit, or as the error of a wait it cut short.
+        signalled = stop.is_set() or isinstance(exc, SystemExit | KeyboardInterrupt)
+        if not signalled:
+            local.stop_if_started()
+            raise
+        print("stopping during start-up ...", flush=True)
+        return _stopped(local.stop_if_started())
     ep = launched.endpoints
     for note in launched.notes:
         print(f"sized for this machine: {note}")
@@ -155,8 +162,14 @@ def _serve(args: argparse.Namespace) -> int:
     while not stop.wait(0.5):
         pass
     print("stopping ...", flush=True)
-    local.stop()
+    return _stopped(local.stop())
+
+
+def _stopped(cleanly: bool) -> int:
     print("stopped", flush=True)
+    if not cleanly:  # Ray's client is left connected to a dying cluster: see local.stop
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -86,6 +87,62 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
     time.sleep(1)
     assert [p for p in ports.values() if listening(p)] == []
     assert haproxy_pids() <= before  # no HAProxy of ours left running
+
+
+def orml_tmp_dirs() -> set[str]:
+    return {str(p) for p in Path(tempfile.gettempdir()).glob("orml-*")}
+
+
+@pytest.mark.parametrize(
+    "moment",
+    ["0.5s", "4s", "ready", "ready-group"],
+    ids=["while-ray-starts", "while-serve-deploys", "first-instant-ready", "group-at-ready"],
+)
+def test_a_signal_at_any_moment_stops_everything_within_seconds(tmp_path, moment):
+    """SIGTERM early in start-up, while Serve deploys, at the first instant /readyz answers
+    200, and to the whole process group (what systemd and Kubernetes send) at that instant:
+    each time `orml serve` exits 0 within seconds, and leaves no HAProxy, no listener and no
+    file of its own in /tmp behind."""
+    names = ("port", "grpc-port", "dashboard-port", "metrics-port")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    haproxy_before, tmp_before = haproxy_pids(), orml_tmp_dirs()
+    log = tmp_path / "serve.log"
+    args = [ORML, "serve", *(f"--{k}={v}" for k, v in ports.items())]
+    with log.open("w") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        if moment.endswith("s"):
+            time.sleep(float(moment[:-1]))
+        else:
+            deadline = time.monotonic() + 240
+            while not _ready(ports["port"]):
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.02)
+        t0 = time.monotonic()
+        if moment == "ready-group":
+            os.killpg(proc.pid, signal.SIGTERM)
+        else:
+            proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    print(f"{moment}: exit {code} after {took:.2f} s")
+    assert code == 0, log.read_text()[-3000:]
+    assert took < 15, log.read_text()[-3000:]
+    assert "stopped" in log.read_text()
+    time.sleep(1)
+    assert haproxy_pids() <= haproxy_before
+    assert [p for p in ports.values() if listening(p)] == []
+    assert orml_tmp_dirs() <= tmp_before
+
+
+def _ready(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
 
 
 def test_a_port_already_in_use_is_named_at_start():

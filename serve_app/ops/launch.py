@@ -8,6 +8,7 @@ and answers /readyz.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,10 @@ from typing import Any
 import yaml
 
 from serve_app.ops import local
+
+
+class Interrupted(Exception):
+    """The start was asked to stop (SIGTERM or SIGINT) before the app was ready."""
 
 
 @dataclass(frozen=True)
@@ -53,9 +58,12 @@ def start(
     metrics_port: int = 8080,
     num_cpus: int | None = None,
     timeout_s: float = 180.0,
+    stop: threading.Event | None = None,
 ) -> Launched:
     """Start Ray (dashboard on 127.0.0.1), deploy the config fitted to this machine, wait
-    until it runs and is ready. RuntimeError when a port is taken or the deploy fails."""
+    until it runs and is ready. RuntimeError when a port is taken or the deploy fails;
+    Interrupted as soon as ``stop`` is set (what has started is left for ``local.stop``)."""
+    stop = stop or threading.Event()
     import ray
     from ray.serve.context import _get_global_client
     from ray.serve.schema import ServeDeploySchema
@@ -75,6 +83,7 @@ def start(
             "metrics": metrics_port,
         }
     )
+    _interruptible(stop)
     endpoints = local.start(
         num_cpus=num_cpus,
         throughput_mode=throughput_mode,
@@ -90,25 +99,37 @@ def start(
     from ray._private.utils import write_ray_address
 
     write_ray_address(ray.get_runtime_context().gcs_address)
+    _interruptible(stop)
     resources = ray.cluster_resources()
     fitted, notes = fit_to_machine(raw, resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     config = ServeDeploySchema.model_validate(fitted)
     _get_global_client().deploy_apps(config, _blocking=False)
     deadline = time.monotonic() + timeout_s
-    wait_running([a.name for a in config.applications], timeout_s)
+    wait_running([a.name for a in config.applications], timeout_s, stop)
     for app in config.applications:
+        _interruptible(stop)
         local.wait_ready(
-            endpoints.http + (app.route_prefix or "/"), max(1.0, deadline - time.monotonic())
+            endpoints.http + (app.route_prefix or "/"),
+            max(1.0, deadline - time.monotonic()),
+            stop=stop,
         )
+    _interruptible(stop)
     return Launched(endpoints, notes)
 
 
-def wait_running(names: list[str], timeout_s: float) -> None:
-    """Block until every named application is RUNNING; RuntimeError on failure or timeout."""
+def _interruptible(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise Interrupted
+
+
+def wait_running(names: list[str], timeout_s: float, stop: threading.Event | None = None) -> None:
+    """Block until every named application is RUNNING; RuntimeError on failure or timeout,
+    Interrupted once ``stop`` is set."""
     from ray import serve
 
     deadline = time.monotonic() + timeout_s
     while True:
+        _interruptible(stop or threading.Event())
         apps = serve.status().applications
         states = {n: (apps[n].status if n in apps else "MISSING") for n in names}
         if all(s == "RUNNING" for s in states.values()):

@@ -13,19 +13,24 @@ local start gets its own free ports and directory, so two apps on one machine do
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import random
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("orml.serve")
 
 THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
 """Ray Serve's high-throughput mode (Ray >= 2.55): an HAProxy ingress and direct gRPC between
@@ -216,6 +221,8 @@ def start(
     for Ray's processes.
     """
     global _haproxy_dir
+    _keep_signals_of_this_process()
+    _adopt_orphans()
     import ray
     from ray import serve
     from ray.serve.config import gRPCOptions
@@ -236,6 +243,7 @@ def start(
         env.update(haproxy_env(_haproxy_dir, *haproxy_ports, loopback_stats))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     with _environment(env):
         ray.init(
             address="local",  # a new local cluster, never one an earlier `ray start` recorded
@@ -247,6 +255,12 @@ def start(
             _metrics_export_port=metrics_port,
             log_to_driver=False,
         )
+        # ray.init replaced SIGTERM's handler with one that raises SystemExit: the caller's
+        # own handlers (``orml serve`` stops cleanly on both signals) apply from here on.
+        for sig, handler in handlers.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+        _started_ray_children[:] = _ray_children()
         serve.start(
             http_options={"host": http_host, "port": http_port},
             grpc_options=gRPCOptions(
@@ -278,14 +292,18 @@ def run_app(
     serve.run(build_app(args, options), name=name, route_prefix=route_prefix)
 
 
-def wait_ready(url: str, timeout_s: float = 120.0) -> dict[str, Any]:
+def wait_ready(
+    url: str, timeout_s: float = 120.0, stop: threading.Event | None = None
+) -> dict[str, Any]:
     """Poll ``url``/readyz until it answers 200 (models loaded, warm, healthy); its JSON.
-    RuntimeError with the last answer after ``timeout_s``."""
+    RuntimeError with the last answer after ``timeout_s``, or as soon as ``stop`` is set."""
     import httpx
 
     deadline = time.monotonic() + timeout_s
     last = ""
     while time.monotonic() < deadline:
+        if stop is not None and stop.is_set():
+            raise RuntimeError(f"{url}: stopped while waiting for it to be ready")
         try:
             r = httpx.get(f"{url.rstrip('/')}/readyz", timeout=10)
             if r.status_code == 200:
@@ -297,35 +315,148 @@ def wait_ready(url: str, timeout_s: float = 120.0) -> dict[str, Any]:
     raise RuntimeError(f"{url} not ready after {timeout_s} s: {last[:500]}")
 
 
-def stop() -> None:
-    """Shut Serve and Ray down (what ``start`` started), and end an HAProxy that outlived
-    them (Serve starts it in a process group of its own; a SIGTERM to Ray can leave it
-    listening, answering 500 on the old port)."""
+#: How long ``stop`` lets Serve shut down gracefully (its ingress drains for
+#: ``LOCAL_DRAIN_ENV``'s 2 s) before it takes the processes down anyway.
+GRACEFUL_STOP_S = 10.0
+
+
+def stop(graceful_s: float = GRACEFUL_STOP_S) -> bool:
+    """Shut Serve and Ray down (what ``start`` started) within about ``graceful_s`` plus a
+    few seconds, end an HAProxy that outlived them (Serve starts it in a process group of its
+    own; a SIGTERM to Ray can leave it listening, answering 500 on the old port) and remove
+    this start's files.
+
+    When the whole process group got the signal (systemd, Kubernetes), Ray's processes are
+    going down with it: some of this process's Ray children (the dashboard first) end within
+    moments. Then neither Serve's graceful shutdown (its controller waits 30 s for replicas
+    that are gone) nor Ray's (seconds of RPCs to a dying raylet, at exit too) is waited for:
+    Ray starts its processes fate-shared with this one, so none outlives it."""
+    import atexit
+
     import ray
-    from ray import serve
 
     try:
-        serve.shutdown()
+        if _ray_node_going_down():
+            log.info("Ray's own processes are stopping (a signal to the process group)")
+            atexit.unregister(ray.shutdown)
+        else:
+            _shutdown_serve(graceful_s)
+            ray.shutdown()
     finally:
-        ray.shutdown()
-        if _haproxy_dir is not None:
-            _kill_processes_mentioning(str(_haproxy_dir))
+        _remove_private_files()
+
+
+def _ray_children() -> list[int]:
+    """The Ray processes this process started that run now (GCS, dashboard, monitor, ...)."""
+    return [
+        pid
+        for pid in _processes_mentioning(("/ray/",))
+        if _parent_of(pid) == os.getpid() and _running(pid)
+    ]
+
+
+_started_ray_children: list[int] = []  # ``_ray_children`` once ``start`` had started Ray
+
+
+def _ray_node_going_down(within_s: float = 0.5) -> bool:
+    """Whether one of the Ray processes ``start`` started has ended, or ends within
+    ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while True:
+        if any(not _running(pid) for pid in _started_ray_children):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+
+
+def _shutdown_serve(graceful_s: float) -> None:
+    from ray.serve.context import _get_global_client
+
+    try:
+        client = _get_global_client(raise_if_no_controller_running=False)
+        if client is not None:
+            client.shutdown(timeout_s=graceful_s)
+    except Exception as exc:  # a controller gone meanwhile: nothing to shut down gracefully
+        log.info("Serve did not shut down gracefully: %s", exc)
 
 
 _haproxy_dir: Path | None = None  # this process's HAProxy files (see ``haproxy_env``)
 
 
-def stop_if_started() -> None:
-    """``stop`` when this process started Ray (after a failed start), else nothing."""
+def _remove_private_files() -> None:
+    """End what may outlive ``stop``: our HAProxy, and Ray processes left to us
+    (``_adopt_orphans``); remove this start's files."""
+    global _haproxy_dir
+    if _haproxy_dir is not None:
+        _kill_processes_mentioning(str(_haproxy_dir))
+        shutil.rmtree(_haproxy_dir, ignore_errors=True)
+        _haproxy_dir = None
+    _end(_ray_descendants())
+
+
+def _adopt_orphans() -> None:
+    """Make this process the reaper of its descendants whose parents end first (Linux's
+    PR_SET_CHILD_SUBREAPER): Ray's raylet starts agents that outlive it by tens of seconds
+    (seen: a dashboard agent still holding the metrics port 15 s after ``ray.shutdown``);
+    adopted here, ``stop`` ends them. Elsewhere, nothing."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _ray_descendants() -> list[int]:
+    """Running Ray processes below this one in the process tree (the raylet's agents
+    included, and any re-parented here)."""
+    ray_pids = {pid for pid in _processes_mentioning(("ray::", "/ray/")) if _running(pid)}
+    parent = {pid: _parent_of(pid) for pid in ray_pids}
+    mine: set[int] = set()
+    for pid in ray_pids:
+        seen, up = [pid], parent.get(pid)
+        while up is not None and up in ray_pids and up not in seen:
+            seen.append(up)
+            up = parent.get(up)
+        if up == os.getpid():
+            mine.update(seen)
+    return sorted(mine)
+
+
+def stop_if_started() -> bool:
+    """``stop`` when this process started Ray (after a failed or interrupted start); the
+    start's private files are removed either way. Returns as ``stop``."""
     import ray
 
     if ray.is_initialized():
-        stop()
+        return stop()
+    try:
+        # A start cut short inside ray.init (SIGTERM there raises SystemExit) may have started
+        # Ray's node already: ray.shutdown takes down whatever of it exists.
+        ray.shutdown()
+    finally:
+        _remove_private_files()
+    return True
 
 
-def _kill_processes_mentioning(needle: str, grace_s: float = 2.0) -> list[int]:
-    """SIGTERM (then SIGKILL after ``grace_s``) every process whose command line contains
-    ``needle``; their pids."""
+def _keep_signals_of_this_process() -> None:
+    """Ray's C++ core installs a failure-signal handler in the process that calls ray.init,
+    and it takes SIGTERM too: printing a stack and aborting (``*** SIGTERM received``,
+    ``Aborted``) instead of letting the launcher stop what it started. Ray reads
+    ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER`` once, when ``ray`` is imported: set here, before
+    that import, and taken out of the environment again, it applies to this process only;
+    the processes Ray starts keep their handler (their crash reports)."""
+    if "ray" in sys.modules:
+        return  # imported already (a test session): the handlers restored after ray.init do
+    os.environ["RAY_DISABLE_FAILURE_SIGNAL_HANDLER"] = "1"
+    try:
+        import ray  # noqa: F401
+    finally:
+        del os.environ["RAY_DISABLE_FAILURE_SIGNAL_HANDLER"]
+
+
+def _processes_mentioning(needles: tuple[str, ...]) -> list[int]:
+    """Pids of the processes (not this one) whose command line contains one of ``needles``."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -334,19 +465,52 @@ def _kill_processes_mentioning(needle: str, grace_s: float = 2.0) -> list[int]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if needle in cmdline:
+        if any(n in cmdline for n in needles):
             pids.append(int(proc.name))
+    return pids
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _kill_processes_mentioning(needle: str, grace_s: float = 2.0) -> list[int]:
+    """SIGTERM (then SIGKILL after ``grace_s``) every process whose command line contains
+    ``needle``; their pids."""
+    return _end(_processes_mentioning((needle,)), grace_s)
+
+
+def _end(pids: list[int], grace_s: float = 2.0) -> list[int]:
+    """SIGTERM ``pids``, SIGKILL those still running after ``grace_s``, reap those that are
+    this process's children; the pids."""
+    pids = list(pids)
+    ended = list(pids)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if Path(f"/proc/{p}").exists()]
+        pids = [p for p in pids if _running(p)]
         time.sleep(0.05)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    return pids
+    for pid in ended:
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+    return ended
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited child its parent has not reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def check_ports_free(ports: Mapping[str, int], host: str = "0.0.0.0") -> None:
