@@ -6,7 +6,7 @@ orml round --riders 1000 --orders 300 [--seed 0] [--backend auto] [--max-orders-
 orml replay INSTANCE_DIR [--round-s 60] [--out DIR] [--url http://HOST:PORT [--speedup 60]]
 orml loadtest URL [--endpoint dispatch|etr] [--concurrency 1 2 4 | --rate 10 20] [--out DIR]
 orml models list|load V|unload V [--address http://DASHBOARD:8265] [--app NAME]
-orml k8s rayservice [--config deploy.yaml] --image IMAGE [--secret NAME] [-o rayservice.yaml]
+orml k8s rayservice [--config deploy/production.yaml] --image IMAGE [--secret NAME] [-o FILE]
 """
 
 from __future__ import annotations
@@ -525,13 +525,20 @@ def main(argv: list[str] | None = None) -> int:
     k8s = sub.add_parser("k8s", help="Kubernetes manifests (KubeRay)")
     k8s_sub = k8s.add_subparsers(dest="what", required=True)
     rs = k8s_sub.add_parser("rayservice", help="a KubeRay RayService from a Serve config")
-    rs.add_argument("--config", type=Path, default=Path("deploy.yaml"), help="deploy.yaml or plan")
+    rs.add_argument(
+        "--config",
+        type=Path,
+        default=Path("deploy/production.yaml"),
+        help="a Serve config or plan (default: the production one, API keys on)",
+    )
     rs.add_argument("--image", required=True, help="an image with Ray and orml-serve installed")
     rs.add_argument("--ray-version", default=None, help="Ray in the image (default: this one's)")
     rs.add_argument("--name", default="orml")
     rs.add_argument("--namespace", default=None)
     rs.add_argument("--gpus-per-pod", type=int, default=1)
-    rs.add_argument("--secret", default=None, help="Secret with ORML_REDIS_URL, ORML_API_TOKENS")
+    rs.add_argument(
+        "--secret", default=None, help="a Secret with ORML_API_TOKENS, ORML_REDIS_URL, ..."
+    )
     rs.add_argument("-o", "--out", type=Path, default=None, help="default: standard output")
     rs.set_defaults(run=_k8s)
 

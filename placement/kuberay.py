@@ -15,7 +15,7 @@ cluster around it:
   per type and rounded up), ``gpus_per_pod`` cards each.
 
 Every pod gets the environment ``orml serve`` gives its local Ray (``serve_app.ops.local``), and
-``ORML_REDIS_URL`` / ``ORML_API_TOKENS`` from a Secret when one is named.
+the secrets of ``SECRET_ENV`` from a Secret when one is named.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from placement.inventory import gpu_types
 
-#: The keys of a Secret the pods read their secrets from (all optional in the Secret).
-SECRET_ENV = ("ORML_REDIS_URL", "ORML_API_TOKENS")
+#: The keys of a Secret the pods read their secrets from (all optional in the Secret):
+#: deploy/production.yaml's header says what each is.
+SECRET_ENV = ("ORML_REDIS_URL", "ORML_REDIS_PASSWORD", "ORML_API_TOKENS", "ORML_CACHE_SECRET")
 #: The container ports of the head pod (KubeRay's names: its services find them by these).
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000}
 
@@ -48,7 +49,7 @@ class RayServiceOptions(BaseModel):
     worker_memory_gi: int = Field(16, ge=1)
     head_cpus: int = Field(2, ge=1)
     head_memory_gi: int = Field(8, ge=1)
-    secret: str | None = Field(None, description="A Secret with ORML_REDIS_URL/ORML_API_TOKENS.")
+    secret: str | None = Field(None, description=f"A Secret with keys among {SECRET_ENV}.")
     env: dict[str, str] = Field(default_factory=dict, description="Every Ray process's env.")
 
 

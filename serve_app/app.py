@@ -52,7 +52,7 @@ from serve_app.pipeline import (
     Pipeline,
     SolveCall,
 )
-from serve_app.pipeline.api_keys import OPEN, ApiKeys
+from serve_app.pipeline.api_keys import ApiKeys
 from serve_app.pipeline.context import safe_request_id
 from serve_app.pipeline.errors import Unauthenticated
 from serve_app.request_metrics import RequestMetrics
@@ -173,11 +173,7 @@ class DispatchIngress(GrpcIngress):
         self._cache_metrics = CacheMetrics("etr")
         self.admission = build_admission(self.args)
         auth = self.args.auth
-        self.api_keys = (
-            ApiKeys.load(auth.protected, auth.tokens_env, auth.tokens_file)
-            if auth.protected
-            else OPEN
-        )
+        self.api_keys = ApiKeys.load(auth.protected, auth.tokens_env, auth.tokens_file)
         self.pipeline = Pipeline(
             solver=self.solver,
             etr=self.etr,

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from serve_app.pipeline.errors import Forbidden, Unauthenticated
+
+log = logging.getLogger("orml.serve")
 
 ENDPOINTS = ("dispatch", "etr", "etr_bulk", "solve", "admin")
 MIN_TOKEN_CHARS = 16
@@ -68,7 +71,10 @@ class ApiKeys:
 
     @classmethod
     def load(cls, protected: Iterable[str], env_var: str | None, file: Path | None) -> ApiKeys:
-        """Tokens from ``$env_var`` and ``file`` (either may be unset). Raises ValueError."""
+        """Tokens from ``$env_var`` and ``file`` (either may be unset). Raises ValueError.
+
+        Tokens configured while nothing is protected are a deployment that meant to be
+        closed and is open: said as a warning at start."""
         keys = []
         if env_var and os.environ.get(env_var):
             keys += parse_tokens(os.environ[env_var], f"${env_var}")
@@ -77,6 +83,15 @@ class ApiKeys:
                 keys += parse_tokens(Path(file).read_text(), str(file))
             except OSError as exc:
                 raise ValueError(f"{file}: cannot read ({exc.strerror or exc})") from None
+        protected = list(protected)
+        if keys and not protected:
+            log.warning(
+                "%d API tokens are configured (%s) but auth.protected is empty: every endpoint "
+                "answers without one. Name the endpoints to protect (deploy/production.yaml "
+                "protects all but health).",
+                len(keys),
+                " and ".join(x for x in (env_var and f"${env_var}", file and str(file)) if x),
+            )
         return cls(protected, keys)
 
     def check(self, endpoint: str, authorization: str | None) -> None:

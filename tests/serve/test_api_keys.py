@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
+import yaml
 
 from serve_app.config import DispatchAppArgs
 from serve_app.grpc_api import orml_pb2 as pb
@@ -18,6 +19,7 @@ from serve_app.pipeline.api_keys import ApiKeys, parse_tokens
 from serve_app.pipeline.errors import Forbidden, Unauthenticated
 from tests.serve.conftest import LIMITS
 
+ROOT = Path(__file__).resolve().parents[2]
 ALL = "all-endpoints-token-0123456789"
 ETR_ONLY = "etr-only-token-abcdefghijkl"
 
@@ -47,17 +49,28 @@ def test_check_answers_401_403_or_passes():
         keys.check("dispatch", f"Bearer {ETR_ONLY}")
 
 
+def test_tokens_without_anything_protected_are_a_warning_at_start(monkeypatch, caplog):
+    monkeypatch.setenv("ORML_TEST_TOKENS", ALL)
+    with caplog.at_level("WARNING", logger="orml.serve"):
+        keys = ApiKeys.load([], "ORML_TEST_TOKENS", None)
+    keys.check("dispatch", None)  # open, as configured ...
+    assert "auth.protected is empty" in caplog.text  # ... and said
+    assert ALL not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="orml.serve"):
+        ApiKeys.load(["etr"], "ORML_TEST_TOKENS", None)
+    assert caplog.text == ""
+
+
 # ---- a real app -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def secured(serve_endpoints, tmp_path_factory) -> tuple[str, str]:
+    """deploy/production.yaml's own auth section, its tokens in a secret file."""
     secret = tmp_path_factory.mktemp("secret") / "tokens"
     secret.write_text(f"{ALL}\n{ETR_ONLY} etr\n")
-    args = DispatchAppArgs(
-        backend="numpy",
-        etr_runtime="onnxruntime",
-        limits=LIMITS,
-        auth={"protected": ["dispatch", "etr", "admin"], "tokens_file": str(Path(secret))},
-    )
+    production = yaml.safe_load((ROOT / "deploy/production.yaml").read_text())
+    auth = production["applications"][0]["args"]["auth"] | {"tokens_file": str(Path(secret))}
+    args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime", limits=LIMITS, auth=auth)
     local.run_app(args, name="secured", route_prefix="/secured")
     base = f"{serve_endpoints.http}/secured"
     local.wait_ready(base)
@@ -102,7 +115,18 @@ def test_http_needs_a_token_where_configured(secured):
     assert r.status_code == 403 and "dispatch: this token is not allowed" in r.json()["detail"]
     r = httpx.post(f"{base}/admin/faults", json={"deployment": "Etr", "kind": "crash"}, timeout=30)
     assert r.status_code == 401  # admin is protected before anything else is said
-    assert httpx.get(f"{base}/healthz", timeout=30).status_code == 200  # never protected
+    r = httpx.post(f"{base}/admin/faults", json={"what": "describe your schema"}, timeout=30)
+    assert r.status_code == 401 and "loc" not in r.text  # the token first, then the body
+    for path in ("/v1/dispatch", "/v1/etr", "/v1/etr/bulk", "/v1/routes/solve"):
+        r = httpx.post(f"{base}{path}", content=b"{}", headers=json, timeout=30)
+        assert r.status_code == 401, path
+    assert httpx.get(f"{base}/admin/status", timeout=30).status_code == 401
+    status = httpx.get(
+        f"{base}/admin/status", headers={"authorization": f"Bearer {ALL}"}, timeout=30
+    )
+    assert status.status_code == 200 and "admission" in status.json()
+    for path in ("/healthz", "/readyz"):  # never protected
+        assert httpx.get(f"{base}{path}", timeout=30).status_code == 200, path
 
 
 def test_grpc_needs_a_token_where_configured(secured):
@@ -110,9 +134,14 @@ def test_grpc_needs_a_token_where_configured(secured):
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.OrmlStub(channel)
         app = ("application", "secured")
-        with pytest.raises(grpc.RpcError) as err:
-            stub.Etr(pb.EtrRequest(), metadata=[app])
-        assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        for method, empty in (
+            (stub.Etr, pb.EtrRequest()),
+            (stub.Dispatch, pb.DispatchRequest()),
+            (stub.SolveRoutes, pb.SolveRequest()),
+        ):
+            with pytest.raises(grpc.RpcError) as err:
+                method(empty, metadata=[app])
+            assert err.value.code() == grpc.StatusCode.UNAUTHENTICATED
         with pytest.raises(grpc.RpcError) as err:
             stub.Dispatch(
                 pb.DispatchRequest(), metadata=[app, ("authorization", f"Bearer {ETR_ONLY}")]

@@ -1,4 +1,6 @@
-"""deploy.yaml is a valid Serve config, and the README's operator commands deploy it."""
+"""deploy.yaml and deploy/production.yaml are valid Serve configs (production = deploy.yaml with
+every endpoint but health behind API keys, no secret in either), and the README's operator
+commands deploy them."""
 
 from __future__ import annotations
 
@@ -61,6 +63,54 @@ def test_a_held_health_check_ends_before_serve_gives_up_on_it():
             timeout = d["health_check_timeout_s"]
             assert resilience.health_hold_s + EXIT_GRACE_S < timeout, d["name"]
             assert resilience.probe_timeout_s < timeout, d["name"]
+
+
+CONFIGS = ("deploy.yaml", "deploy/production.yaml")
+
+
+def load(name: str) -> dict:
+    return yaml.safe_load((ROOT / name).read_text())
+
+
+def test_production_is_deploy_yaml_with_every_endpoint_but_health_protected():
+    from serve_app.pipeline.api_keys import ENDPOINTS
+
+    base, production = load("deploy.yaml"), load("deploy/production.yaml")
+    auth = production["applications"][0]["args"]["auth"]
+    assert sorted(auth["protected"]) == sorted(ENDPOINTS)
+    base["applications"][0]["args"]["auth"]["protected"] = auth["protected"]
+    assert production == base  # nothing else differs: one config, one overlay
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_configs_validate_and_hold_no_secret(name):
+    from ray.serve.schema import ServeDeploySchema
+
+    raw = load(name)
+    app = ServeDeploySchema.model_validate(raw).applications[0]
+    args = DispatchAppArgs(**app.args)
+    assert args.cache.redis_url is None and args.admission.priority_key is None
+    assert args.auth.tokens_env == "ORML_API_TOKENS"
+    assert args.cache.seal_secret_env == "ORML_CACHE_SECRET"
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_the_ingress_grpc_transport_is_capped_at_the_body_limit(name):
+    """Serve's gRPC servers take 2 GiB messages unless told otherwise, read at process start:
+    each config sets the ingress's cap to its own limits.max_body_bytes."""
+    from serve_app.grpc_cap import GRPC_CAP_ENV
+
+    app = load(name)["applications"][0]
+    ingress = next(d for d in app["deployments"] if d["name"] == "Ingress")
+    cap = ingress["ray_actor_options"]["runtime_env"]["env_vars"][GRPC_CAP_ENV]
+    assert int(cap) == DispatchAppArgs(**app["args"]).limits.max_body_bytes
+
+
+def test_a_password_in_the_config_is_refused_without_echoing_it():
+    with pytest.raises(ValueError, match="ORML_REDIS_PASSWORD") as err:
+        DispatchAppArgs(cache={"redis_url": "redis://:hunter2-secret@cache:6379/0"})
+    assert "hunter2" not in str(err.value)
+    DispatchAppArgs(cache={"redis_url": "rediss://cache:6379/0"})  # no password: fine
 
 
 def test_bad_app_args_name_the_field():
