@@ -50,7 +50,7 @@ def readme_blocks() -> list[Block]:
 
 BLOCKS = readme_blocks()
 #: What the README's commands read relative to the working directory, linked in from the repo.
-LINKED = ("data", "examples", "profiles", "deploy.yaml", "models")
+LINKED = ("data", "examples", "profiles", "deploy.yaml", "deploy", "models")
 RUN = [b for b in BLOCKS if b.kind == "run"]
 
 

@@ -355,6 +355,8 @@ def _improve_distance(
     current = best = routes
     fleet = len(routes)
     cur = best_dist = _objective(inst, routes)[1]
+    if cur <= 0:  # every stop at the depot: no distance to save (and no temperature scale)
+        return [r for r in routes if r]
     # Temperatures in distance units, from three average legs down to a hundredth of one
     # (tuned on the Li & Lim 100-task set at 10 s: see docs/benchmarks.md).
     leg = cur / max(1, inst.n_tasks + fleet)

@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from actors.scheduling import TrafficClass
 from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
-from serve_app.grpc_api import convert
+from serve_app.grpc_api import convert, wire
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.registration import METHODS, RawRequest
 from serve_app.http_edge import invalid_input
@@ -103,12 +103,14 @@ class GrpcIngress:
     def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
         """The request (``RawRequest``: parsed here, once admitted; a message: checked)
         validated as ``model``: bytes within the endpoint's limit, lists within theirs
-        (counted before anything is converted), then the same schema as HTTP."""
+        (counted on the wire before it is parsed, ``wire.check_counts``, and again before it
+        is converted), then the same schema as HTTP."""
         limit = self.args.limits.body_bytes(endpoint)
         size = len(request.data) if isinstance(request, RawRequest) else request.ByteSize()
         if size > limit:
             raise TooLarge("message bytes", size, limit)
         if isinstance(request, RawRequest):
+            wire.check_counts(request.data, endpoint, self.args.limits)
             message_type = METHODS[ENDPOINT_METHODS[endpoint]][0]
             try:
                 request = message_type.FromString(request.data)

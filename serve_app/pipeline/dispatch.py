@@ -34,7 +34,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from cache.keys import cache_key
+from cache.keys import Quantisation, cache_key
 from domain import DispatchPlan, DispatchRound, Order
 from etr import Prediction
 from etr.features import features_from_orders
@@ -130,6 +130,10 @@ VERSION_TRIES = 3
 #: The form of a cached static solution (``cached_values.solution_check``): 2 added
 #: ``unassigned``; entries of another form are under other keys, never read.
 SOLVE_VALUES_VERSION = "2"
+#: Static solves are keyed by their exact numbers: quantised like ETR rows, a 0.5 s solve was
+#: answered with a 0.05 s one (``time_limit_s`` rounded to whole seconds), and windows that
+#: differ by less than a second are different instances.
+EXACT = Quantisation(coord_deg=1e-12, time_s=1e-12, default=1e-12)
 
 
 def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
@@ -331,7 +335,7 @@ class Pipeline:
 
             if self.cache is None:
                 return await compute(), False
-            key = cache_key("solve", SOLVE_VALUES_VERSION, call.key_payload, self.cache.quant)
+            key = cache_key("solve", SOLVE_VALUES_VERSION, call.key_payload, EXACT)
             result = await self.cache.cache.get_or_compute(
                 "solve", key, compute, self.cache.solve_ttl_s, solution_check(call.instance)
             )

@@ -177,3 +177,66 @@ def test_the_rich_status_carries_field_violations_and_retry_info():
     assert status.details[0].Unpack(bad) and status.details[1].Unpack(retry)
     assert bad.field_violations[0].field == "riders.0.speed_mps"
     assert retry.retry_delay.ToMilliseconds() == 2000
+
+
+# ---- the edge's bounds (hostile callers) -----------------------------------------------------
+def test_metric_labels_are_route_templates_never_raw_paths():
+    from serve_app.http_routes import UNMATCHED, route_label
+
+    assert route_label({"path": "/v1/etr"}) == "/v1/etr"
+    assert route_label({"path": "/api/v1/dispatch", "root_path": "/api"}) == "/v1/dispatch"
+    labels = {route_label({"path": f"/wp-admin/{k}.php"}) for k in range(1000)}
+    assert labels == {UNMATCHED}
+
+
+@pytest.mark.parametrize(
+    ("raw", "kept"),
+    [("r-1:abc/DEF+=", True), ("x" * 129, False), ("a\nb", False), ("é", False), ("", False)],
+)
+def test_request_ids_are_kept_only_when_short_and_plain(raw, kept):
+    from serve_app.pipeline.context import safe_request_id
+
+    assert (safe_request_id(raw) == raw) is kept
+    c = context_from_metadata({"x-request-id": raw}, TrafficClass.ONLINE, 10)
+    assert (c.request_id == raw) is kept and len(c.request_id) <= 128
+
+
+def test_an_answer_lists_twenty_field_errors_and_says_how_many_more():
+    from pydantic import ValidationError, create_model
+
+    from serve_app.http_edge import MAX_FIELD_ERRORS, invalid_input
+
+    wide = create_model("Wide", **{f"f{k}": (int, ...) for k in range(500)})
+    with pytest.raises(ValidationError) as exc:  # 500 missing fields
+        wide.model_validate({})
+    err = invalid_input(exc.value)
+    assert len(err.errors) == MAX_FIELD_ERRORS + 1
+    assert err.errors[-1].type == "too_many_errors" and "more errors" in err.errors[-1].msg
+    long = InvalidInput.at(("body",), "x" * 10_000)
+    assert len(long.errors[0].msg) <= 300
+
+
+def test_each_endpoint_has_the_body_limit_its_lists_can_fill():
+    from serve_app.config import Limits
+
+    limits = Limits()
+    assert limits.body_bytes("dispatch") == limits.max_body_bytes
+    assert limits.body_bytes("etr") < limits.max_body_bytes / 3
+    assert limits.body_bytes("solve") < 1 << 20
+    assert limits.body_bytes("anything else") <= 64 * 1024
+
+
+def test_grpc_lists_are_counted_before_anything_is_converted():
+    from serve_app.config import Limits
+    from serve_app.schemas import RequestModels
+
+    models = RequestModels.for_limits(Limits(max_riders=3, max_route_stops=2))
+    ok = pb.DispatchRequest(riders=[pb.Rider(route=[pb.Stop()] * 2)] * 3)
+    RequestModels.check_lengths(ok, models.dispatch)
+    with pytest.raises(TooLarge, match="riders: 4 exceeds the limit of 3"):
+        RequestModels.check_lengths(pb.DispatchRequest(riders=[pb.Rider()] * 4), models.dispatch)
+    with pytest.raises(TooLarge, match="route stops: 3 exceeds the limit of 2"):
+        RequestModels.check_lengths(
+            pb.DispatchRequest(riders=[pb.Rider(), pb.Rider(route=[pb.Stop()] * 3)]),
+            models.dispatch,
+        )

@@ -148,6 +148,7 @@ def test_requests_whose_deadline_passes_while_queued_are_dropped_not_computed(se
 
     before = hops()["OrSolver.solve_round"]
     held, late, late_s = asyncio.run(go())
+    print("held", [(r.status_code, r.text[:200]) for r in held if r.status_code != 200])
     assert [r.status_code for r in late] == [503, 503, 503], [r.text for r in late]
     assert all("deadline" in r.json()["detail"] and "retry-after" in r.headers for r in late)
     assert late_s < 5.0

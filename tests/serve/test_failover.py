@@ -1,0 +1,106 @@
+"""Failover: retries on other replicas, within the deadline and the retry budget, and a poison
+pill (a request whose calls keep making replicas fail) is not handed to replica after replica.
+
+Plain Python: the calls are fakes standing for Serve's DeploymentResponse; what crosses the
+process boundary (``DeviceUnhealthy.during_call``) is checked through pickle, as Ray sends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+
+import pytest
+from ray.exceptions import RayActorError
+
+from actors.errors import Abandoned, DeviceUnhealthy
+from serve_app.errors import answer_for
+from serve_app.failover import Failover
+from serve_app.pipeline import CallContext, DeadlineExceeded, InvalidInput, Unavailable
+from serve_app.pipeline.errors import PoisonRequest
+
+
+class Response:
+    """A fake DeploymentResponse: raises ``error`` or returns ``value``."""
+
+    def __init__(self, error: BaseException | None = None, value: object = "ok") -> None:
+        self.error, self.value, self.cancelled = error, value, False
+
+    def __await__(self):
+        async def answer():
+            if self.error is not None:
+                raise self.error
+            return self.value
+
+        return answer().__await__()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def calls(*outcomes):
+    """make_call for ``Failover.call``: each call answers the next outcome."""
+    seq = iter(outcomes)
+    made = []
+
+    def make():
+        out = next(seq)
+        made.append(out)
+        return Response(error=out) if isinstance(out, BaseException) else Response(value=out)
+
+    return make, made
+
+
+def run(failover: Failover, make, request_id="r-42", timeout_s=5.0):
+    return asyncio.run(
+        failover.call(
+            "OrSolver.solve_round", make, CallContext.start(timeout_s, request_id=request_id)
+        )
+    )
+
+
+def test_one_replica_dying_under_a_request_is_retried():
+    make, made = calls(RayActorError(), "planned")
+    assert run(Failover(60, 30), make) == "planned" and len(made) == 2
+
+
+def test_a_request_that_kills_two_replicas_is_not_sent_to_a_third():
+    make, made = calls(RayActorError(), RayActorError(), "never reached")
+    with pytest.raises(PoisonRequest) as err:
+        run(Failover(60, 30, max_replica_faults=2), make)
+    assert len(made) == 2
+    assert "r-42" in str(err.value) and "2 OrSolver.solve_round replicas" in str(err.value)
+    assert answer_for(err.value).http_status == 422  # an InvalidInput: do not retry it as is
+    assert isinstance(err.value, InvalidInput)
+
+
+def test_a_device_failing_during_the_call_counts_one_already_failed_does_not():
+    during = DeviceUnhealthy("cuda:0", "illegal address", during_call=True)
+    before = DeviceUnhealthy("cuda:0", "illegal address", during_call=False)
+    make, made = calls(during, before, before, before, during, "x")
+    with pytest.raises(PoisonRequest):
+        run(Failover(60, 30, max_replica_faults=2), make)
+    assert len(made) == 5  # the three refusals of an already-tripped replica were not counted
+    make, made = calls(before, before, "answered")
+    assert run(Failover(60, 30), make) == "answered"
+
+
+def test_during_call_crosses_the_process_boundary():
+    err = pickle.loads(pickle.dumps(DeviceUnhealthy("cuda:0", "x", during_call=True)))
+    assert err.during_call is True and err.device == "cuda:0"
+    poison = pickle.loads(pickle.dumps(PoisonRequest("r", "Etr.predict", 2, "RayActorError")))
+    assert poison.request_id == "r" and poison.errors[0].type == "poison_request"
+
+
+def test_a_replica_that_abandoned_the_call_is_a_deadline_not_a_retry():
+    make, made = calls(Abandoned("its deadline passed"), "never")
+    with pytest.raises(DeadlineExceeded):
+        run(Failover(60, 30), make)
+    assert len(made) == 1
+
+
+def test_retries_end_with_the_budget():
+    before = DeviceUnhealthy("cuda:0", "poisoned")
+    make, _ = calls(*[before] * 1000)
+    with pytest.raises(Unavailable):
+        run(Failover(60, retry_budget_s=0.2), make)
