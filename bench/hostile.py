@@ -31,11 +31,16 @@ QUICK_LIMITS = Limits(max_body_bytes=2 << 20, max_riders=300, max_orders=300, ma
 
 
 def cases_rows(
-    ep: local.LocalServe, limits: Limits, repeat: int, memory: hostile.IngressMemory | None
+    ep: local.LocalServe,
+    limits: Limits,
+    repeat: int,
+    memory: hostile.IngressMemory | None,
+    legal_round: bool,
 ) -> list[dict]:
     rows = []
+    round_at = (limits.max_riders, limits.max_orders) if legal_round else None
     senders = [
-        (hostile.http_cases(limits), hostile.http_sender(ep.http)),
+        (hostile.http_cases(limits, round_at), hostile.http_sender(ep.http)),
         (hostile.grpc_cases(limits), hostile.grpc_sender(ep.grpc)),
     ]
     for cases, send in senders:
@@ -87,26 +92,31 @@ def overrun_rows(ep: local.LocalServe, quick: bool) -> list[dict]:
 
 
 def grpc_cap_rows(ep: local.LocalServe, limits: Limits) -> list[dict]:
-    """A Dispatch message just under and just over the body limit."""
-    send = hostile.grpc_sender(ep.grpc)
+    """Dispatch messages just under and just over the body limit: who answers them."""
+    import grpc
+
     rows = []
-    for delta in (-4096, +4096):
-        size = limits.max_body_bytes + delta
-        case = hostile.Case(
-            f"dispatch message of {size} bytes",
-            b"\x12\x00" * (size // 2),
-            frozenset(),
-            method="Dispatch",
+    options = [("grpc.max_send_message_length", 1 << 30)]
+    with grpc.insecure_channel(ep.grpc, options=options) as channel:
+        call = channel.unary_unary(
+            "/orml.v1.Orml/Dispatch", request_serializer=bytes, response_deserializer=bytes
         )
-        got = hostile.measure(case, send)
-        rows.append(
-            {
-                "message_bytes": size,
-                "status": got.status,
-                "refused_by": "the app" if delta < 0 else "the transport",
-            }
-        )
-        log(f"  {case.name}: {got.status}")
+        for delta in (-4096, +4096):
+            size = limits.max_body_bytes + delta
+            try:
+                call(b"\x12\x00" * (size // 2), metadata=[("application", "orml")], timeout=60)
+                code, details = "OK", ""
+            except grpc.RpcError as err:
+                code, details = err.code().name, err.details() or ""
+            rows.append(
+                {
+                    "message_bytes": size,
+                    "status": code,
+                    "answered_by": "the transport" if "larger than max" in details else "the app",
+                    "details": details[:90],
+                }
+            )
+            log(f"  dispatch message of {size} bytes: {code} {details[:90]}")
     return rows
 
 
@@ -143,7 +153,7 @@ def main() -> None:
         pid = hostile.ingress_pid()
         memory = None if pid is None else hostile.IngressMemory(pid)
         log(f"limits {limits.model_dump()}; ingress pid {pid}")
-        rows = cases_rows(ep, limits, repeat, memory)
+        rows = cases_rows(ep, limits, repeat, memory, legal_round=not args.quick)
         overrun = overrun_rows(ep, args.quick)
         cap = grpc_cap_rows(ep, limits)
     write_csv(args.out / "hostile.csv", rows)

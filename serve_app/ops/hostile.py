@@ -93,8 +93,9 @@ def _fill(prefix: bytes, item: bytes, suffix: bytes, limit: int) -> bytes:
     return prefix + b",".join([item] * n) + suffix
 
 
-def http_cases(limits: Limits) -> list[Case]:
-    """HTTP requests at the limits: the legal baselines first, then the hostile ones."""
+def http_cases(limits: Limits, round_at: tuple[int, int] | None = None) -> list[Case]:
+    """HTTP requests at the limits: the legal baselines first, then the hostile ones.
+    round_at : (riders, orders) of the legal dispatch round (default: at most 300 x 100)."""
     etr_cap, dispatch_cap = limits.body_bytes("etr"), limits.body_bytes("dispatch")
     solve_cap = limits.body_bytes("solve")
     ok, bad = frozenset({200}), frozenset({413, 422})
@@ -103,13 +104,21 @@ def http_cases(limits: Limits) -> list[Case]:
 
     legal_etr = json.dumps({"orders": [order(k) for k in range(limits.max_orders)]}).encode()
     stops = min(limits.max_route_stops, 8) // 2 * 2
-    round_ = generate_round(min(limits.max_riders, 300), min(limits.max_orders, 100), seed=0)
+    riders, orders = round_at or (min(limits.max_riders, 300), min(limits.max_orders, 100))
+    round_ = generate_round(riders, orders, seed=0)
     legal_dispatch = DispatchRequest.from_domain(round_).model_dump_json().encode()
     rider = {"id": "r", "position": {"lat": 0, "lng": 0}, "speed_mps": 5, "capacity": 4}
     unknown = [f"{'u' * 120}{k}" for k in range(limits.max_route_stops)]
     return [
         Case("legal etr at max_orders", legal_etr, ok, "/v1/etr", what="baseline"),
-        Case("legal dispatch round", legal_dispatch, ok, "/v1/dispatch", what="baseline"),
+        Case(
+            f"legal dispatch round {riders} x {orders}",
+            legal_dispatch,
+            ok,
+            "/v1/dispatch",
+            headers=(*JSON.items(), ("x-timeout-ms", "60000")),
+            what="baseline",
+        ),
         Case(
             "etr: a list of zeros filling the body",
             _fill(b'{"orders":[', b"0", b"]}", etr_cap - 1),
