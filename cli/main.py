@@ -125,6 +125,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     def on_signal(*_: object) -> None:
         stop.set()
+        # A signal to the whole process group takes Ray's processes down with us: a Ray call
+        # this process is blocked in may then wait out Ray's 60 s reconnection timeout, so the
+        # handler (which Ray's waits run) ends the process itself.
+        if local.cluster_going_down():
+            print("stopping: the process group got the signal", flush=True)
+            local.abandon()
+            _stopped(cleanly=False)
 
     # SIGTERM (systemd, Docker, Kubernetes) stops as cleanly as Ctrl-C, at any moment: the
     # start checks `stop` while it waits, and `local.start` puts these handlers back after

@@ -336,7 +336,7 @@ def stop(graceful_s: float = GRACEFUL_STOP_S) -> bool:
     import ray
 
     try:
-        if _ray_node_going_down():
+        if cluster_going_down():
             log.info("Ray's own processes are stopping (a signal to the process group)")
             atexit.unregister(ray.shutdown)
         else:
@@ -358,9 +358,9 @@ def _ray_children() -> list[int]:
 _started_ray_children: list[int] = []  # ``_ray_children`` once ``start`` had started Ray
 
 
-def _ray_node_going_down(within_s: float = 0.5) -> bool:
+def cluster_going_down(within_s: float = 0.5) -> bool:
     """Whether one of the Ray processes ``start`` started has ended, or ends within
-    ``within_s``."""
+    ``within_s``: the signal that stopped us went to the whole process group."""
     deadline = time.monotonic() + within_s
     while True:
         if any(not _running(pid) for pid in _started_ray_children):
@@ -368,6 +368,13 @@ def _ray_node_going_down(within_s: float = 0.5) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+
+
+def abandon() -> None:
+    """For a cluster that is going down with the signal that stopped us (``cluster_going_down``):
+    end what would outlive this process (its HAProxy, Ray processes below it), remove this
+    start's files; the caller then ends the process with ``os._exit``."""
+    _remove_private_files()
 
 
 def _shutdown_serve(graceful_s: float) -> None:
