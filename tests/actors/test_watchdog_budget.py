@@ -1,0 +1,74 @@
+"""A legal request never trips the watchdog: a round's watchdog allows what its caller waits
+for (plus ``watchdog_s``), and past that the round has stopped itself at a checkpoint.
+
+The solver replica is built in-process (no Ray) with a 0.2 s watchdog and the array loops a
+warming replica prices with; a round of about a second runs while Serve's held health check
+(``check_and_hold``) watches it, as in a replica. Before, a round's watchdog was ``watchdog_s``
+whatever the round: this one tripped the guard, and with ``exit_on_device_fault`` the replica
+ended itself; the same request, retried, would end the next.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from actors.errors import Abandoned
+from actors.or_solver import OrSolverDeployment
+from kernels import compiled
+from planner import generate_round
+from planner.dispatch_round import round_arrays
+
+
+@pytest.fixture
+def solver(request):
+    was = compiled.warming()
+    watchdog_s = getattr(request, "param", 0.2)
+    replica = OrSolverDeployment.func_or_class(
+        "numpy", {"watchdog_s": watchdog_s, "exit_on_device_fault": False, "health_hold_s": 0.05}
+    )
+    compiled.defer()  # price on the array loops: the slowest path a legal round takes
+    yield replica
+    if not was:
+        compiled._warming.clear()
+
+
+def run_watched(replica, round_, timeout_s):
+    _, arrays = round_arrays(round_)
+
+    async def go():
+        work = asyncio.ensure_future(
+            replica.solve_round(arrays, round_.weights, None, True, "online", timeout_s)
+        )
+        checks = 0
+        while not work.done():
+            await replica.guard.check_and_hold(0.05)  # Serve's health check, held
+            checks += 1
+        return await work, checks
+
+    t0 = time.perf_counter()
+    got, checks = asyncio.run(go())
+    return got, checks, time.perf_counter() - t0
+
+
+def test_a_round_longer_than_watchdog_s_within_its_deadline_keeps_the_replica_healthy(solver):
+    round_ = generate_round(1500, 500, seed=2)
+    got, checks, took = run_watched(solver, round_, timeout_s=30.0)
+    print(f"round of {took:.2f} s, {checks} held checks, guard healthy: {solver.guard.healthy}")
+    assert took > 0.2 and checks > 1  # longer than watchdog_s, watched all along
+    assert solver.guard.healthy
+    assert len(got.rider_of) == len(round_.orders)
+
+
+@pytest.mark.parametrize("solver", [2.0], indirect=True)
+def test_a_round_past_its_deadline_stops_itself_before_the_watchdog(solver):
+    """Its deadline passes mid-pricing: it stops at the next block (~1 M pairs, < 1 s on the
+    array loops; deploy.yaml's watchdog_s is 10 s), before deadline + watchdog_s."""
+    round_ = generate_round(3000, 1500, seed=3)
+    t0 = time.perf_counter()
+    with pytest.raises(Abandoned):
+        run_watched(solver, round_, timeout_s=0.3)
+    print(f"stopped {time.perf_counter() - t0:.2f} s after it started")
+    assert solver.guard.healthy
