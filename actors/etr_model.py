@@ -168,16 +168,24 @@ class _Pending:
 )
 class EtrDeployment:
     """runtime : see etr.select; guard : the replica's ``actors.device.GuardSettings`` as a
-    dict; speed : its throughput relative to the reference device (the router's weight).
+    dict; speed : its throughput relative to the reference device (the router's weight);
+    inline_calls : call the model on the event loop instead of in a worker thread (a CPU model
+    of microseconds in a process that is not a replica: the ingress, ``serve_app.local_etr``;
+    the thread hand-off costs more than such a call).
 
     The model loads in ``reconfigure`` (its version is ``EtrUserConfig.model_version``), which
     Serve calls after ``__init__``; call it yourself when using the class without Serve."""
 
     def __init__(
-        self, runtime: str = "auto", guard: dict[str, Any] | None = None, speed: float = 1.0
+        self,
+        runtime: str = "auto",
+        guard: dict[str, Any] | None = None,
+        speed: float = 1.0,
+        inline_calls: bool = False,
     ) -> None:
         self.settings = GuardSettings(**(guard or {}))
         self.runtime_name = runtime
+        self.inline_calls = inline_calls
         self.config = EtrUserConfig()
         self.models: dict[str, LoadedModel] = {}  # every version loaded here
         self.serving: LoadedModel | None = None  # the one new requests go to
@@ -194,6 +202,7 @@ class EtrDeployment:
         self._has_work: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
         self._device: asyncio.Lock | None = None  # one model call at a time (created on the loop)
+        self._turn: list[tuple[LoadedModel, np.ndarray, TrafficClass, asyncio.Future[Any]]] = []
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``: load the versions it names that are not loaded yet (in a
@@ -285,6 +294,8 @@ class EtrDeployment:
             self._online_at = time.monotonic()
         if not self.config.batching:
             return await self._run_alone(features, cls, model)
+        if self.inline_calls:
+            return await self._in_this_turn(features, cls, model)
         if self._device is None:
             self._device = asyncio.Lock()
         if (
@@ -320,6 +331,54 @@ class EtrDeployment:
             self._pending.pop(key, None)
             raise
 
+    async def _in_this_turn(
+        self, features: np.ndarray, cls: TrafficClass, model: LoadedModel
+    ) -> np.ndarray:
+        """Inline calls batch what arrives in one turn of the event loop: the first request
+        of a turn schedules the call for the end of it (``call_soon``), and the requests the
+        loop runs before that join it. No wait, no thread: a call runs as soon as the loop
+        has nothing else ready."""
+        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self._turn.append((model, features, cls, future))
+        if len(self._turn) == 1:
+            asyncio.get_running_loop().call_soon(self._run_turn)
+        return await future
+
+    def _run_turn(self) -> None:
+        turn, self._turn = self._turn, []
+        turn = [t for t in turn if not t[3].done()]  # cancelled callers need nothing run
+        turn.sort(key=lambda t: t[2].rank)  # online rows first
+        limit = self.config.max_batch_size
+        while turn:
+            batch, rows = [], 0
+            while turn and (not batch or rows + len(turn[0][1]) <= limit):
+                batch.append(turn.pop(0))
+                rows += len(batch[-1][1])
+            groups: dict[LoadedModel, list[int]] = {}
+            for k, (model, _, _, _) in enumerate(batch):
+                groups.setdefault(model, []).append(k)
+            calls = [(m, np.concatenate([batch[k][1] for k in ks])) for m, ks in groups.items()]
+            online = any(t[2] is TrafficClass.ONLINE for t in batch)
+            t0 = time.perf_counter()
+            try:
+                outs = self._run_model(
+                    calls, TrafficClass.ONLINE if online else TrafficClass.OFFLINE
+                )
+            except Exception as exc:
+                for *_, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            compute_ms = (time.perf_counter() - t0) * 1e3
+            for (model, rows_in), out, ks in zip(calls, outs, groups.values(), strict=True):
+                model.metrics.observe(0.0, compute_ms, len(rows_in))
+                offset = 0
+                for k in ks:
+                    n = len(batch[k][1])
+                    if not batch[k][3].done():
+                        batch[k][3].set_result(out[offset : offset + n])
+                    offset += n
+
     def _offline_cap(self) -> int:
         """Offline rows one call may carry now (max_batch_size with no recent online work)."""
         if time.monotonic() - self._online_at >= ONLINE_RECENT_S:
@@ -340,9 +399,18 @@ class EtrDeployment:
         self, features: np.ndarray, cls: TrafficClass, model: LoadedModel
     ) -> np.ndarray:
         t0 = time.perf_counter()
-        out = await asyncio.to_thread(self._run_model, [(model, features)], cls)
+        out = await self._call_model([(model, features)], cls)
         model.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
         return out[0]
+
+    async def _call_model(
+        self, calls: list[tuple[LoadedModel, np.ndarray]], cls: TrafficClass
+    ) -> list[np.ndarray]:
+        """``_run_model``: in a worker thread (the event loop keeps queueing the next batch,
+        and a wedged device blocks that thread, not the health check), or inline."""
+        if self.inline_calls:
+            return self._run_model(calls, cls)
+        return await asyncio.to_thread(self._run_model, calls, cls)
 
     def _wake(self) -> None:
         if self._has_work is None:
@@ -399,13 +467,11 @@ class EtrDeployment:
         calls = [(m, p[0] if len(p) == 1 else np.concatenate(p)) for m, p in groups.items()]
         start, started_at = time.perf_counter(), time.monotonic()
         try:
-            # In a worker thread: the event loop keeps queueing the next batch meanwhile, and
-            # a wedged device blocks that thread, not the health check.
             online = any(
                 self._pending[s.key].traffic_class is TrafficClass.ONLINE for s in batch.slices
             )
             cls = TrafficClass.ONLINE if online else TrafficClass.OFFLINE
-            outs = await asyncio.to_thread(self._run_model, calls, cls)
+            outs = await self._call_model(calls, cls)
         except Exception as exc:
             for s in batch.slices:
                 self._queue.remove(s.key)

@@ -80,6 +80,13 @@ def build_features(
     return out
 
 
+#: Up to this many orders, ``features_from_orders`` fills rows one by one (``_rows``): an
+#: online ETR request has one or a few orders, and the vectorised path's ~25 NumPy calls cost
+#: 31 us for one order where the row costs 4 (bench: docs/benchmarks.md "The edge").
+ROWS_ONE_BY_ONE = 8
+_ANGLE_PER_HOUR = np.float32(2 * math.pi / 24)
+
+
 def features_from_orders(
     orders: Sequence[Order], *, utc_offset_s: float = 0.0, xp: ModuleType = np
 ) -> Any:
@@ -89,6 +96,8 @@ def features_from_orders(
     Returns float32[B, 39]. Raises ValueError on an order with more than 27 item counts.
     """
     n = len(orders)
+    if xp is np and n <= ROWS_ONE_BY_ONE:
+        return _rows(orders, utc_offset_s)
     local = np.array([o.created_at + utc_offset_s for o in orders], np.float64).reshape(n)
     hour = (local % 86400.0) / 3600.0
     # 1970-01-01 was a Thursday (Monday = 0 -> Thursday = 3).
@@ -106,3 +115,27 @@ def features_from_orders(
     return build_features(
         xp.asarray(hour), xp.asarray(day), xp.asarray(dist), xp.asarray(items), xp=xp
     )
+
+
+def _rows(orders: Sequence[Order], utc_offset_s: float) -> np.ndarray:
+    """``features_from_orders`` one row at a time, for a few orders: the same arithmetic in
+    the same precisions (float64 times and distances, float32 angle, NumPy's float32 sine and
+    cosine), held equal to the vectorised path by ``tests/etr/test_features.py``."""
+    out = np.zeros((len(orders), N_FEATURES), np.float32)
+    for k, o in enumerate(orders):
+        if len(o.item_counts) > N_MENU_ITEMS:
+            raise ValueError(
+                f"order {o.id}: {len(o.item_counts)} item counts, the menu has {N_MENU_ITEMS}"
+            )
+        local = o.created_at + utc_offset_s
+        hour = np.float32((local % 86400.0) / 3600.0)
+        angle = hour * _ANGLE_PER_HOUR
+        row = out[k]
+        row[0], row[1], row[2] = hour, np.sin(angle), np.cos(angle)
+        row[3 + (math.floor(local / 86400.0) + 3) % 7] = 1.0
+        row[10] = haversine_m(o.pickup, o.dropoff) / METRES_PER_MILE
+        if o.item_counts:
+            items = np.asarray(o.item_counts, np.float32)
+            row[11 : 11 + len(items)] = items
+            row[11 + N_MENU_ITEMS] = items.sum()
+    return out

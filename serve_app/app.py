@@ -32,12 +32,14 @@ from serve_app import http_edge
 from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
+from serve_app.direct_routes import DirectRoutes
 from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.failover import Failover
 from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
 from serve_app.http_routes import ENDPOINT_OF_PATH
+from serve_app.local_etr import LocalEtr
 from serve_app.metrics import CacheMetrics, stage_histogram
 from serve_app.openapi import document_request_bodies
 from serve_app.ops.heap_probe import HeapProbe
@@ -78,12 +80,10 @@ api = FastAPIOffline(
     version="0.1.0",
     description="Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve.",
 )
-_limits = Limits()
-api.add_middleware(
-    BodyLimit,
-    limit=lambda path: _limits.body_bytes(ENDPOINT_OF_PATH.get(path, "other")),
-)
-api.add_middleware(RequestMetrics)
+# Set by the ingress replica when it starts (Starlette's per-app state): its limits, and the
+# replica itself for the direct routes.
+api.state.limits = Limits()
+api.state.ingress = None
 document_request_bodies(
     api,
     {
@@ -119,6 +119,17 @@ async def _error(request: Request, exc: Exception) -> Response:
 # FastAPI registers handlers for these itself; route them through the table too.
 api.add_exception_handler(HTTPException, _error)
 api.add_exception_handler(RequestValidationError, _error)
+# Innermost first: the direct routes see requests the body limit and the metrics have seen.
+api.add_middleware(
+    DirectRoutes,
+    routes={("POST", "/v1/etr"): "etr_minutes", ("POST", "/v1/dispatch"): "dispatch"},
+    on_error=_error,
+)
+api.add_middleware(
+    BodyLimit,
+    limit=lambda path: api.state.limits.body_bytes(ENDPOINT_OF_PATH.get(path, "other")),
+)
+api.add_middleware(RequestMetrics)
 
 
 def build_admission(args: DispatchAppArgs) -> Admission:
@@ -159,15 +170,17 @@ class DispatchIngress(GrpcIngress):
         etr: DeploymentHandle,
         args: dict[str, Any],
     ) -> None:
-        global _limits
         self.args = DispatchAppArgs(**args)
-        _limits = self.args.limits
+        api.state.limits = self.args.limits
         self.models = RequestModels.for_limits(self.args.limits)
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
         res = self.args.resilience
         self.failover = Failover(res.call_timeout_s, res.retry_budget_s, res.max_replica_faults)
         self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.watchdog_s)
-        self.etr = EtrHandle(etr, self.failover)
+        self.etr_remote = EtrHandle(etr, self.failover)
+        self.etr = LocalEtr(
+            self.etr_remote, self.args.etr_runtime, res.guard(), self.args.etr_placement
+        )
         # The caches sit here, in front of the hops: a hit costs no call to a model.
         self.cache = build_cache(self.args.cache)
         self._cache_metrics = CacheMetrics("etr")
@@ -185,6 +198,7 @@ class DispatchIngress(GrpcIngress):
             on_timings=_observe_timings,
         )
         self._heap = HeapProbe()
+        api.state.ingress = self  # last: the direct routes may call it from now on
 
     def _context(self, request: Request, traffic_class: TrafficClass, endpoint: str) -> CallContext:
         self.api_keys.check(endpoint, request.headers.get("authorization"))
@@ -337,7 +351,7 @@ class DispatchIngress(GrpcIngress):
         if not self.args.resilience.fault_injection:
             raise HTTPException(status_code=404, detail="Not Found")
         req = await http_edge.parse(request, FaultRequest)
-        handle = self.solver.handle if req.deployment == "OrSolver" else self.etr.handle
+        handle = self.solver.handle if req.deployment == "OrSolver" else self.etr_remote.handle
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)
         )
@@ -350,7 +364,8 @@ class DispatchIngress(GrpcIngress):
         return {
             "hops": {
                 "OrSolver.solve_round": self.solver.calls,
-                "Etr.predict": self.etr.calls,
+                "Etr.predict": self.etr_remote.calls,
+                "Etr in the ingress": self.etr.calls,
             },
             "admission": self.admission.describe(),
         }

@@ -231,6 +231,14 @@ class DispatchAppArgs(BaseModel):
         description="ETR runtime: TensorRT > CuPy > ONNX Runtime by availability; "
         "emulated:<GPU type or profile.json> for experiments (etr.runtime_emulated).",
     )
+    etr_placement: Literal["auto", "ingress", "deployment"] = Field(
+        "auto",
+        description="Where ETR rows are computed: in the ingress's own process (no hop: the "
+        "model is microseconds on a CPU, a hop ~2 ms) or by the Etr deployment's replicas. "
+        "auto: in the ingress when the Etr replicas run a CPU runtime, there when they have a "
+        "GPU. The Etr deployment owns the model's configuration either way (versions, "
+        "batching; `orml models`).",
+    )
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")
     readiness_timeout_s: float = Field(
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from serve_app.http_routes import route_label
-from serve_app.metrics import request_counter
+from serve_app.metrics import requests_by_endpoint
 
 
 class RequestMetrics:
@@ -37,10 +37,4 @@ class RequestMetrics:
             for name, value in scope.get("headers", ()):
                 if name == b"x-priority":
                     priority = "offline" if value.lower() == b"offline" else "online"
-            request_counter().inc(
-                tags={
-                    "endpoint": route_label(scope),
-                    "status": str(status),
-                    "priority": priority,
-                }
-            )
+            requests_by_endpoint().inc(route_label(scope), str(status), priority)

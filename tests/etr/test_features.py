@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from domain import LatLng, Order
 from etr.features import FEATURE_NAMES, N_FEATURES, build_features, features_from_orders
@@ -48,3 +50,35 @@ def test_features_from_orders_use_local_time_and_haversine_miles():
     assert row["day_Fri"] == 1.0
     assert row["distance_mi"] == pytest.approx(3291.4 / 1609.344, rel=1e-3)
     assert row["item_01"] == 1 and row["item_03"] == 2 and row["items_total"] == 3
+
+
+@st.composite
+def orders(draw) -> Order:
+    created = draw(st.floats(0, 1e10, allow_nan=False))
+    lat = st.floats(-89.9, 89.9, allow_nan=False)
+    lng = st.floats(-179.9, 179.9, allow_nan=False)
+    return Order(
+        id=draw(st.text(min_size=1, max_size=8)),
+        pickup=LatLng(draw(lat), draw(lng)),
+        dropoff=LatLng(draw(lat), draw(lng)),
+        created_at=created,
+        ready_at=created,
+        promised_at=created + draw(st.floats(0, 1e5)),
+        item_counts=tuple(draw(st.lists(st.integers(0, 10_000), max_size=27))),
+    )
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(batch=st.lists(orders(), min_size=1, max_size=8), offset=st.floats(-50_400, 50_400))
+def test_the_row_by_row_path_equals_the_vectorised_one_exactly(batch, offset):
+    """Small batches are filled a row at a time (``etr.features._rows``): the same numbers,
+    bit for bit, as ``build_features`` over the whole batch (which training uses)."""
+    from etr import features
+
+    rows = features._rows(batch, offset)
+    saved, features.ROWS_ONE_BY_ONE = features.ROWS_ONE_BY_ONE, 0
+    try:
+        whole = features_from_orders(batch, utc_offset_s=offset)
+    finally:
+        features.ROWS_ONE_BY_ONE = saved
+    np.testing.assert_array_equal(rows, whole)

@@ -1,0 +1,127 @@
+"""The ETR model computed in the ingress's own process, when placement puts it there.
+
+A Serve hop costs ~2 ms of CPU a request here (bench/serve_load.py; a no-op route does
+2000-3000 requests/s on this 2-core box, the same route with one hop ~420), while the ETR model
+is a 19 KB MLP that answers a row in microseconds on the CPU. So where the Etr replicas run a
+CPU runtime, the ingress computes the model itself (``args.etr_placement: auto``, the
+default; ``ingress`` / ``deployment`` force it), with the same batcher and version handling
+as an Etr replica (``actors.etr_model.EtrDeployment``, model calls inline). On a GPU the Etr
+deployment keeps the model: it owns the device.
+
+The Etr deployment stays the owner of the model's configuration: the local copy follows it,
+asking a replica at most once per ``refresh_s`` (inline, as ``EtrHandle`` does) and
+reconfiguring itself when the version, the warm versions or the batching knobs changed, new
+versions loaded off the event loop while the old one answers. ``orml models load V`` rolls
+the local copies too, within ``refresh_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from actors.errors import DeadlinePassed, DeviceUnhealthy
+from actors.etr_model import EtrDeployment, EtrUserConfig
+from etr import Prediction
+from serve_app.handles import EtrHandle
+from serve_app.pipeline.context import CallContext
+from serve_app.pipeline.errors import DeadlineExceeded, InvalidInput, Unavailable
+
+#: The Etr replicas' runtimes that run on the CPU: their model can be computed here as well.
+CPU_RUNTIMES = frozenset({"onnxruntime", "numpy"})
+
+
+class LocalEtr:
+    """An ``EtrModel`` (``serve_app.pipeline.ports``): in this process when the Etr replicas
+    run on the CPU (``placement``: "auto") or always ("ingress"), else through ``remote``.
+
+    remote : the Etr deployment (configuration, and the model when it stays there); runtime :
+    the ETR runtime to load here; guard : ``GuardSettings`` fields (the process is never ended
+    on a fault here: it is the ingress)."""
+
+    def __init__(
+        self,
+        remote: EtrHandle,
+        runtime: str,
+        guard: dict[str, Any],
+        placement: str = "auto",
+        refresh_s: float = 1.0,
+    ) -> None:
+        self.remote, self.runtime, self.placement = remote, runtime, placement
+        self.refresh_s = refresh_s
+        self.local: EtrDeployment | None = None
+        self._guard = {**guard, "exit_on_device_fault": False, "fault_injection": False}
+        self._decided = placement == "deployment"
+        self._config: dict[str, Any] | None = None
+        self._asked_at = -math.inf
+        self._asking = asyncio.Lock()
+        self.calls = 0  # model calls made here (not hops), for /admin/status
+
+    @property
+    def here(self) -> bool:
+        """Whether the model is computed in this process (decided at the first request)."""
+        return self.local is not None
+
+    async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+        await self._follow()
+        if self.local is None:
+            return await self.remote.predict(features, ctx)
+        self.calls += 1
+        try:
+            return await self.local.predict(
+                features, ctx.traffic_class.value, max(0.0, ctx.remaining_s())
+            )
+        except ValueError as exc:  # the rows' own check
+            raise InvalidInput.at(("features",), str(exc)) from exc
+        except DeadlinePassed as exc:
+            raise DeadlineExceeded(f"Etr (in the ingress): {exc}") from exc
+        except DeviceUnhealthy as exc:
+            raise Unavailable(f"Etr (in the ingress): {exc}") from exc
+
+    async def model_version(self) -> str:
+        await self._follow()
+        if self.local is None:
+            return await self.remote.model_version()
+        assert self.local.serving is not None
+        return self.local.serving.version
+
+    async def ready(self) -> dict[str, Any]:
+        state = await self.remote.ready()
+        return {**state, "computed_in": "ingress" if self.here else "deployment"}
+
+    async def _follow(self) -> None:
+        """Decide where the model runs (once), and keep the local copy on the Etr
+        deployment's configuration (at most once per ``refresh_s``; only the first call
+        waits for it, later ones use the copy they have)."""
+        if self._decided and self.local is None:
+            return
+        stale = time.monotonic() - self._asked_at > self.refresh_s
+        if self._config is None or (stale and not self._asking.locked()):
+            async with self._asking:
+                if self._config is None or time.monotonic() - self._asked_at > self.refresh_s:
+                    await self._ask()
+
+    async def _ask(self) -> None:
+        self._asked_at = time.monotonic()
+        try:
+            state = await self.remote.ready()
+        except Exception:
+            if self._config is None:
+                raise
+            return  # keep what we have; ask again after refresh_s
+        if not self._decided:
+            self._decided = True
+            if self.placement == "auto" and state.get("runtime") not in CPU_RUNTIMES:
+                self._config = state
+                return  # a device the Etr replicas own: the model stays there
+            self.local = EtrDeployment.func_or_class(self.runtime, self._guard, inline_calls=True)
+        config = {name: state[name] for name in EtrUserConfig.model_fields if name in state}
+        config["model_version"] = state["model_version"]  # exactly the version they serve
+        if config != self._config:
+            assert self.local is not None
+            await self.local.reconfigure(config)
+            self._config = config
