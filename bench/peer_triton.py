@@ -133,6 +133,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32, 64])
+    ap.add_argument(
+        "--ingress-replicas", type=int, default=1, help="ours: Ingress replicas (processes)"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rounds, seconds, levels = args.rounds, args.seconds, args.concurrency
@@ -150,7 +153,8 @@ def main() -> None:
                     backend="numpy",
                     etr_runtime="onnxruntime",
                     cache={"enabled": False, "responses": False},
-                )
+                ),
+                {"Ingress": {"num_replicas": args.ingress_replicas}},
             )
             serve.run(Noop.bind(), name="noop", route_prefix="/noop")
             local.wait_ready(ep.http)

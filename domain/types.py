@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from math import isfinite
 
 from domain.geo import LatLng
 
@@ -57,6 +58,26 @@ class Order:
     item_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        c, p, s = self.created_at, self.promised_at, self.size
+        ps, ds = self.pickup_service_s, self.dropoff_service_s
+        # One test for a valid order (a served round builds hundreds); the checks below run
+        # only to say what is wrong.
+        if (
+            self.id
+            and isfinite(c)
+            and isfinite(self.ready_at)
+            and isfinite(p)
+            and c <= p
+            and isfinite(s)
+            and s > 0
+            and self.items >= 0
+            and isfinite(ps)
+            and ps >= 0
+            and isfinite(ds)
+            and ds >= 0
+            and (not self.item_counts or min(self.item_counts) >= 0)
+        ):
+            return
         if not self.id:
             raise ValueError("order id must be a non-empty string")
         if any(c < 0 for c in self.item_counts):

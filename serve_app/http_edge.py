@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 import msgpack
+import numpy as np
 import orjson
 from fastapi import Request
 from fastapi.responses import Response
@@ -86,37 +87,53 @@ _CONTAINER_UNITS = 8
 def unpack_msgpack(body: bytes) -> Any:
     """``body`` decoded, with the bounds above; InvalidInput at ``body`` when it is not msgpack
     or breaks a bound."""
-    budget = MSGPACK_UNITS_PER_BYTE * len(body) + 64
+    options: dict[str, Any] = {}
+    if _containers_at_most(body) > MSGPACK_UNITS_PER_BYTE * len(body) // _CONTAINER_UNITS:
+        # Possibly more containers than a body of this size holds in any request: count them
+        # as they are built (a Python call per container; a real body never needs it).
+        budget = MSGPACK_UNITS_PER_BYTE * len(body) + 64
 
-    def spend(units: int) -> None:
-        nonlocal budget
-        budget -= units
-        if budget < 0:
-            raise _Unbounded("more values than a body of its size holds in any request")
+        def spend(units: int) -> None:
+            nonlocal budget
+            budget -= units
+            if budget < 0:
+                raise _Unbounded("more values than a body of its size holds in any request")
 
-    def on_list(items: list[Any]) -> list[Any]:
-        spend(_CONTAINER_UNITS + len(items))
-        return items
+        def on_list(items: list[Any]) -> list[Any]:
+            spend(_CONTAINER_UNITS + len(items))
+            return items
 
-    def on_map(items: dict[str, Any]) -> dict[str, Any]:
-        spend(_CONTAINER_UNITS + len(items))
-        return items
+        def on_map(items: dict[str, Any]) -> dict[str, Any]:
+            spend(_CONTAINER_UNITS + len(items))
+            return items
 
+        options = {"list_hook": on_list, "object_hook": on_map}
     try:
         return msgpack.unpackb(
             body,
             raw=False,
             strict_map_key=True,
-            list_hook=on_list,
-            object_hook=on_map,
             max_array_len=MSGPACK_MAX_LIST,
             max_map_len=MSGPACK_MAX_MAP,
             max_str_len=MSGPACK_MAX_STR,
             max_bin_len=0,
             max_ext_len=0,
+            **options,
         )
     except Exception as exc:  # msgpack raises several unrelated types for bad bytes
         raise InvalidInput.at(("body",), f"invalid msgpack: {str(exc)[:200]}") from None
+
+
+#: The bytes that start a msgpack container: fixmap, fixarray, array 16/32, map 16/32.
+_CONTAINER_BYTES = np.zeros(256, np.bool_)
+_CONTAINER_BYTES[0x80:0xA0] = True
+_CONTAINER_BYTES[0xDC:0xE0] = True
+
+
+def _containers_at_most(body: bytes) -> int:
+    """An upper bound of the containers in ``body`` (every one starts with one of
+    ``_CONTAINER_BYTES``; other bytes may equal them too), counted in C."""
+    return int(np.count_nonzero(_CONTAINER_BYTES[np.frombuffer(body, np.uint8)]))
 
 
 class _Unbounded(ValueError):

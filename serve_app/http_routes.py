@@ -38,3 +38,23 @@ def route_label(scope: dict[str, Any]) -> str:
     if path in ENDPOINT_OF_PATH or path in OTHER_PATHS or path.startswith("/docs/"):
         return path if not path.startswith("/docs/") else "/docs/*"
     return UNMATCHED
+
+
+#: The admission lane of each POST route (``Pipeline``: both ETR routes share the etr lane).
+LANE_OF_PATH = {
+    "/v1/dispatch": "dispatch",
+    "/v1/etr": "etr",
+    "/v1/etr/bulk": "etr",
+    "/v1/routes/solve": "solve",
+}
+
+
+def lane_capacities(admission: Any) -> dict[str, int]:
+    """Per POST route, the requests its lane holds at once in one Ingress replica (running +
+    queued): what a proxy in front may let through to it (``ops.haproxy_config``).
+    admission : ``serve_app.config.AdmissionArgs``."""
+    out = {}
+    for path, lane in LANE_OF_PATH.items():
+        args = getattr(admission, lane)
+        out[path] = args.max_in_flight + args.max_queued
+    return out

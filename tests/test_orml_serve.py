@@ -78,6 +78,10 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
         # HAProxy's stats page and metrics exporter: loopback only; the API on every interface.
         public = {port for host, port in haproxy_listeners(before) if host == "*"}
         assert public and public <= {ports["port"], ports["grpc-port"]}, public
+        answers = burst_of_rounds(f"http://127.0.0.1:{ports['port']}", 60)
+        proxy_shed = [r for r in answers if r.status_code == 503 and "at the proxy" in r.text]
+        assert {r.status_code for r in answers} <= {200, 503}
+        assert proxy_shed and all(r.headers.get("retry-after") == "1" for r in proxy_shed)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0
     finally:
@@ -87,6 +91,32 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
     time.sleep(1)
     assert [p for p in ports.values() if listening(p)] == []
     assert haproxy_pids() <= before  # no HAProxy of ours left running
+
+
+def burst_of_rounds(url: str, n: int) -> list[httpx.Response]:
+    """``n`` dispatch rounds at once: past the dispatch lane's capacity (deploy.yaml: 4 running
+    + 8 queued) HAProxy answers 503 + Retry-After itself (``ops.haproxy_config``)."""
+    import asyncio
+
+    from planner import generate_round
+    from serve_app.schemas import DispatchRequest
+
+    body = DispatchRequest.from_domain(generate_round(100, 20, seed=3)).model_dump_json()
+
+    async def go() -> list[httpx.Response]:
+        async with httpx.AsyncClient(timeout=60) as c:
+            return await asyncio.gather(
+                *(
+                    c.post(
+                        f"{url}/v1/dispatch",
+                        content=body,
+                        headers={"content-type": "application/json"},
+                    )
+                    for _ in range(n)
+                )
+            )
+
+    return asyncio.run(go())
 
 
 def orml_tmp_dirs() -> set[str]:

@@ -91,6 +91,7 @@ def start(
         http_port=http_port,
         grpc_port=grpc_port,
         grpc_servicers=grpc.get("grpc_servicer_functions") or local.GRPC_SERVICERS,
+        haproxy_lanes=app_lanes(raw),
         dashboard_port=dashboard_port,
         metrics_port=metrics_port,
     )
@@ -120,6 +121,18 @@ def start(
 def _interruptible(stop: threading.Event) -> None:
     if stop.is_set():
         raise Interrupted
+
+
+def app_lanes(raw: dict[str, Any]) -> dict[str, int]:
+    """The admission lanes' capacities of the config's orml app, per POST path (what HAProxy
+    lets through to an Ingress replica: ``ops.haproxy_config``); {} without one."""
+    from serve_app.config import DispatchAppArgs
+    from serve_app.http_routes import lane_capacities
+
+    for app in raw.get("applications", []):
+        if app.get("import_path") == "serve_app.builder:app_builder":
+            return lane_capacities(DispatchAppArgs(**(app.get("args") or {})).admission)
+    return {}
 
 
 def wait_running(names: list[str], timeout_s: float, stop: threading.Event | None = None) -> None:

@@ -13,6 +13,7 @@ local start gets its own free ports and directory, so two apps on one machine do
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import random
@@ -135,36 +136,34 @@ def apply_process_env() -> None:
         os.environ.setdefault(key, value)
 
 
-#: Rewrites Serve's generated HAProxy config so that its stats page and metrics exporter listen on
-#: loopback only (Ray's template binds them to every interface, ports alone configurable), then
-#: runs the real binary with the same arguments (``haproxy -db -f CFG [-sf PIDS] [-x SOCK]``).
+#: What Serve runs as HAProxy (``RAY_SERVE_HAPROXY_BINARY_PATH``): ``ops.haproxy_config``
+#: rewrites Serve's generated config, then runs the real binary with the same arguments
+#: (``haproxy -db -f CFG [-sf PIDS] [-x SOCK]``).
 _HAPROXY_WRAPPER = """#!/bin/sh
-cfg=""; prev=""
-for a in "$@"; do [ "$prev" = "-f" ] && cfg="$a"; prev="$a"; done
-if [ -n "$cfg" ] && [ -f "$cfg" ]; then
-  awk '/^(global|defaults|frontend|backend|listen)/ {{ section = $0 }}
-       (section ~ /^listen stats/ || section ~ /^frontend prometheus/) && $1 == "bind" {{
-         sub(/bind[ \t]+[*]?:/, "bind 127.0.0.1:") }}
-       {{ print }}' "$cfg" > "$cfg.loopback" && mv "$cfg.loopback" "$cfg"
-fi
-exec {real} "$@"
+exec {python} -m serve_app.ops.haproxy_config "$@"
 """
 
 
 def haproxy_env(
-    workdir: Path, stats_port: int, metrics_port: int, loopback_stats: bool = True
+    workdir: Path,
+    stats_port: int,
+    metrics_port: int,
+    lanes: Mapping[str, int] | None = None,
 ) -> dict[str, str]:
-    """Ports and private files for this start's HAProxy (see module doc); with
-    ``loopback_stats`` its stats page and metrics listen on 127.0.0.1 only."""
-    env = {}
-    if loopback_stats:
-        from ray.serve._private.haproxy import get_haproxy_binary
+    """Ports and private files for this start's HAProxy (see module doc); its stats page and
+    metrics on 127.0.0.1 only, and ``lanes`` (path -> capacity, ``http_routes.
+    lane_capacities``) shed in front of the ingress (``ops.haproxy_config``)."""
+    from ray.serve._private.haproxy import get_haproxy_binary
 
-        wrapper = workdir / "haproxy"
-        wrapper.write_text(_HAPROXY_WRAPPER.format(real=get_haproxy_binary()))
-        wrapper.chmod(0o755)
-        env["RAY_SERVE_HAPROXY_BINARY_PATH"] = str(wrapper)
-    return env | {
+    from serve_app.ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV
+
+    wrapper = workdir / "haproxy"
+    wrapper.write_text(_HAPROXY_WRAPPER.format(python=sys.executable))
+    wrapper.chmod(0o755)
+    return {
+        "RAY_SERVE_HAPROXY_BINARY_PATH": str(wrapper),
+        REAL_BINARY_ENV: get_haproxy_binary(),
+        LANES_ENV: json.dumps(dict(lanes or {})),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(workdir / "haproxy.cfg"),
@@ -209,16 +208,16 @@ def start(
     dashboard_port: int | None = None,
     metrics_port: int | None = None,
     grpc_servicers: list[str] | None = None,
-    loopback_stats: bool = True,
+    haproxy_lanes: Mapping[str, int] | None = None,
     namespace: str = "serve",
     extra_env: Mapping[str, str] | None = None,
 ) -> LocalServe:
     """Start a local Ray and Serve (HTTP + gRPC ingress); ports default to free ones.
 
     dashboard_port : None starts no dashboard. grpc_servicers : what the gRPC ingress serves
-    (default ``GRPC_SERVICERS``). loopback_stats : HAProxy's stats page and metrics exporter
-    on 127.0.0.1 only (False: every interface, Ray's default). extra_env : more environment
-    for Ray's processes.
+    (default ``GRPC_SERVICERS``). haproxy_lanes : per POST path, the requests HAProxy lets
+    through to an Ingress replica at once (``http_routes.lane_capacities``; None: no limit).
+    extra_env : more environment for Ray's processes.
     """
     global _haproxy_dir
     _keep_signals_of_this_process()
@@ -240,7 +239,7 @@ def start(
         env.update(direct_ingress_env(base))
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
         haproxy_ports = base + 2 * DIRECT_INGRESS_BLOCK, base + 2 * DIRECT_INGRESS_BLOCK + 1
-        env.update(haproxy_env(_haproxy_dir, *haproxy_ports, loopback_stats))
+        env.update(haproxy_env(_haproxy_dir, *haproxy_ports, haproxy_lanes))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}

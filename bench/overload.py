@@ -1,0 +1,193 @@
+"""Overload with a native load generator: goodput and shed latency at 1x-10x the peak.
+
+    python bench/overload.py [--quick] [--seconds 10] [--json PATH] [--out DIR]
+
+Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-core box) and
+offers 100-rider x 20-order dispatch rounds with ``hey``: first closed-loop at concurrency 4
+for the peak (rounds/s the app answers 200), then at 3x, 6x and 10x that rate (``hey -c C -q
+Q``: C workers at Q requests/s each; a worker waits for its answer, so C is sized to hold the
+rate through shed answers too). Per rate: goodput (200s/s, and as a share of the peak), the
+answers by status, the shed answers' p50/p99 (ms), whether every 503 carries Retry-After, and
+the served rounds' p50/p99. Per-request figures come from ``hey -o csv``. Writes
+DIR/overload.csv, DIR/overload.png and (--json) every run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+from common import log, parser, write_csv
+
+from planner import generate_round
+from serve_app.config import DispatchAppArgs
+from serve_app.http_routes import lane_capacities
+from serve_app.ops import local
+from serve_app.schemas import DispatchRequest
+
+MULTIPLES = (3, 6, 10)
+
+
+def hey_csv(url: str, body_path: Path, args: list[str]) -> list[tuple[float, int]]:
+    """(seconds, status) of every request of one ``hey`` run."""
+    out = subprocess.run(
+        [
+            "hey",
+            *args,
+            "-m",
+            "POST",
+            "-T",
+            "application/json",
+            "-D",
+            str(body_path),
+            "-o",
+            "csv",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    rows = csv.DictReader(io.StringIO(out))
+    return [(float(r["response-time"]), int(r["status-code"])) for r in rows]
+
+
+def retry_after_on_every_503(url: str, body: bytes, n: int) -> bool:
+    """Send ``n`` requests at once; every 503 among the answers names Retry-After."""
+    import asyncio
+
+    import httpx
+
+    async def go() -> bool:
+        async with httpx.AsyncClient(timeout=30) as c:
+            got = await asyncio.gather(
+                *(
+                    c.post(url, content=body, headers={"content-type": "application/json"})
+                    for _ in range(n)
+                )
+            )
+        shed = [r for r in got if r.status_code == 503]
+        return all("retry-after" in r.headers for r in shed)
+
+    return asyncio.run(go())
+
+
+def summarize(name: str, offered: float, seconds: float, got: list[tuple[float, int]]) -> dict:
+    ok = [t for t, s in got if s == 200]
+    shed = [t for t, s in got if s == 503]
+    other = len(got) - len(ok) - len(shed)
+
+    def pct(xs: list[float], p: float) -> float:
+        return round(float(np.percentile(xs, p)) * 1e3, 1) if xs else float("nan")
+
+    return {
+        "run": name,
+        "offered_per_s": round(offered, 1),
+        "answered": len(got),
+        "ok": len(ok),
+        "shed_503": len(shed),
+        "other": other,
+        "goodput_per_s": round(len(ok) / seconds, 1),
+        "served_p50_ms": pct(ok, 50),
+        "served_p99_ms": pct(ok, 99),
+        "shed_p50_ms": pct(shed, 50),
+        "shed_p99_ms": pct(shed, 99),
+    }
+
+
+def main() -> None:
+    ap = parser(__doc__, "5 s steps, 3x and 10x only")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument(
+        "--no-proxy-shedding",
+        action="store_true",
+        help="the baseline: HAProxy lets every request through; only the ingress sheds",
+    )
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    seconds = 5.0 if args.quick else args.seconds
+    multiples = (3, 10) if args.quick else MULTIPLES
+    round_ = generate_round(100, 20, seed=5)
+    body = DispatchRequest.from_domain(round_).model_dump_json().encode()
+    body_path = args.out / "overload-body.json"
+    body_path.write_bytes(body)
+    rows = []
+    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
+    lanes = lane_capacities(app_args.admission) if not args.no_proxy_shedding else None
+    with local.local_serve(num_cpus=4, namespace="bench-overload", haproxy_lanes=lanes) as ep:
+        local.run_app(app_args)
+        local.wait_ready(ep.http)
+        url = f"{ep.http}/v1/dispatch"
+        hey_csv(url, body_path, ["-z", "3s", "-c", "4"])  # warm
+        peak_run = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", "4"])
+        peak = summarize("peak (closed loop, c=4)", float("nan"), seconds, peak_run)
+        rows.append(peak)
+        log(f"  peak: {peak['goodput_per_s']} rounds/s (p99 {peak['served_p99_ms']} ms)")
+        for k in multiples:
+            rate = k * peak["goodput_per_s"]
+            # each worker ~4 requests/s at most: enough workers to hold the rate while the
+            # admitted ones wait for their round
+            workers = max(8, int(rate / 4))
+            per_worker = rate / workers
+            got = hey_csv(
+                url,
+                body_path,
+                ["-z", f"{seconds}s", "-c", str(workers), "-q", f"{per_worker:.2f}"],
+            )
+            row = summarize(f"{k}x", rate, seconds, got)
+            row["goodput_of_peak"] = round(row["goodput_per_s"] / peak["goodput_per_s"], 2)
+            rows.append(row)
+            log(f"  {k}x ({rate:.0f}/s offered, {workers} workers): {row}")
+        retry_after = retry_after_on_every_503(url, body, 200)
+    write_csv(args.out / "overload.csv", rows)
+    print(
+        "| offered | rounds/s answered 200 | of peak | 503 | other | shed p50 / p99 ms | "
+        "served p50 / p99 ms |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['run']} ({r['offered_per_s']}/s) | {r['goodput_per_s']} | "
+            f"{r.get('goodput_of_peak', 1.0)} | {r['shed_503']} | {r['other']} | "
+            f"{r['shed_p50_ms']} / {r['shed_p99_ms']} | {r['served_p50_ms']} / "
+            f"{r['served_p99_ms']} |"
+        )
+    print(f"\nevery 503 carries Retry-After (200 requests at once): {retry_after}")
+    plot(rows, args.out / "overload.png")
+    if args.json:
+        args.json.write_text(
+            json.dumps({"runs": rows, "retry_after_on_503": retry_after}, indent=1)
+        )
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = rows[1:]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
+    x = [r["offered_per_s"] for r in runs]
+    a.plot(x, [r["goodput_per_s"] for r in runs], "o-", label="goodput (200/s)")
+    a.axhline(rows[0]["goodput_per_s"], color="grey", ls="--", lw=0.8, label="peak")
+    a.set(xlabel="offered rounds/s", ylabel="rounds/s")
+    a.legend()
+    b.plot(x, [r["shed_p99_ms"] for r in runs], "o-", label="shed p99")
+    b.plot(x, [r["served_p99_ms"] for r in runs], "o-", label="served p99")
+    b.set(xlabel="offered rounds/s", ylabel="ms", yscale="log")
+    b.legend()
+    fig.suptitle("Dispatch under overload (hey): goodput and answer latency")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

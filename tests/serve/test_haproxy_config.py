@@ -1,0 +1,54 @@
+"""``ops.haproxy_config``: Serve's generated HAProxy config, rewritten as ``orml serve`` runs
+it, is valid for the real HAProxy binary and sheds each lane's excess at the proxy."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from serve_app.config import AdmissionArgs
+from serve_app.http_routes import lane_capacities
+from serve_app.ops.haproxy_config import QUEUE_MS, rewrite
+
+SERVE_CONFIG = Path(__file__).parent / "data" / "serve_haproxy.cfg"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> str:
+    (tmp_path / "500.http").write_text("HTTP/1.1 500 Internal Server Error\r\n\r\n")
+    return SERVE_CONFIG.read_text().replace("{workdir}", str(tmp_path))
+
+
+def test_stats_and_metrics_listen_on_loopback_only(config):
+    out = rewrite(config, {})
+    binds = [line.split()[1] for line in out.splitlines() if line.strip().startswith("bind")]
+    assert binds and all(b.startswith("127.0.0.1:") for b in binds), binds
+
+
+def test_each_lane_gets_a_backend_capped_at_its_capacity_before_the_apps_rule(config):
+    lanes = lane_capacities(AdmissionArgs())
+    out = rewrite(config, lanes)
+    rules = [line.strip() for line in out.splitlines() if line.strip().startswith("use_backend")]
+    app_rule = rules.index("use_backend http-orml if is_http-orml")
+    lane_rules = [r for r in rules if "-lane" in r]
+    assert len(lane_rules) == len(lanes) and all(rules.index(r) < app_rule for r in lane_rules)
+    assert "use_backend http-orml-lane0 if is_http-orml { path /v1/dispatch }" in rules
+    for k, (_, capacity) in enumerate(sorted(lanes.items())):
+        section = out.split(f"backend http-orml-lane{k}\n")[1].split("\nbackend ")[0]
+        servers = [s for s in section.splitlines() if s.strip().startswith("server ")]
+        primary = [s for s in servers if "backup" not in s]
+        assert primary and all(s.endswith(f"maxconn {capacity}") for s in primary)
+        assert f"timeout queue {QUEUE_MS}ms" in section and "Retry-After 1" in section
+
+
+def test_the_rewritten_config_is_valid_for_the_real_haproxy(config, tmp_path):
+    from ray.serve._private.haproxy import get_haproxy_binary
+
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(rewrite(config, lane_capacities(AdmissionArgs())))
+    check = subprocess.run(
+        [get_haproxy_binary(), "-c", "-f", str(path)], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
