@@ -30,6 +30,8 @@ class LatLng:
     lng: float
 
     def __post_init__(self) -> None:
+        if -90.0 <= self.lat <= 90.0 and -180.0 <= self.lng <= 180.0:
+            return  # NaN and infinities fail these comparisons: the checks below name them
         if not (math.isfinite(self.lat) and -90.0 <= self.lat <= 90.0):
             raise ValueError(f"lat must be a finite number in [-90, 90], got {self.lat!r}")
         if not (math.isfinite(self.lng) and -180.0 <= self.lng <= 180.0):

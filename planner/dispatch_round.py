@@ -36,6 +36,7 @@ from domain import (
     Unassigned,
     UnassignedReason,
 )
+from kernels import compiled
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
 from kernels.backend import array_module, module_for, resolve_backend, to_numpy
@@ -68,9 +69,10 @@ def nearest_riders(routes: RouteArrays, orders: OrderArrays, k: int) -> tuple[An
     return near.reshape(-1), order_idx.reshape(-1)
 
 
-#: Pairs priced between two checkpoints on the CPU (a block takes ~0.1-1 s on the array loops a
-#: warming replica uses, ~0.05 s compiled): ``solve_round`` stops within about that of being
-#: abandoned. One call on a GPU (a block boundary is a sync and a copy there).
+#: Pairs priced between two checkpoints on the array loops a warming replica uses (a block
+#: takes ~0.1-1 s there): ``solve_round`` stops within about that of being abandoned. The
+#: compiled kernel prices in one call (the limits' largest round in ~2 s; in blocks it took 20%
+#: longer: re-packed routes and concatenated answers), as does a GPU.
 CHECKPOINT_PAIRS = 1 << 20
 
 
@@ -82,12 +84,13 @@ def _price(
     checkpoint: Callable[[], None] | None = None,
 ) -> Insertions:
     """Insertion costs [R, O]; with ``candidates`` only the nearest riders per order are priced.
-    With a ``checkpoint`` (called between blocks of rows) big CPU pricings go by blocks of
-    about ``CHECKPOINT_PAIRS`` pairs."""
+    With a ``checkpoint`` (called between blocks of rows) big pricings on the array loops go by
+    blocks of about ``CHECKPOINT_PAIRS`` pairs."""
     if candidates is None or candidates >= routes.shape[0]:
         n_routes, n_orders = routes.shape[0], len(orders)
         block = max(1, CHECKPOINT_PAIRS // max(1, n_orders))
-        if checkpoint is None or routes.xp is not np or n_routes <= block:
+        on_loops = routes.xp is np and compiled.warming()
+        if checkpoint is None or not on_loops or n_routes <= block:
             return insertion_costs(routes, orders, late_weight=late_weight)
         parts = []
         for lo in range(0, n_routes, block):

@@ -106,6 +106,8 @@ class EtrHandle:
         self._asked_at = -math.inf  # monotonic
         self._asking = asyncio.Lock()  # one ask at a time (only the first is waited for)
 
+    computes_here = False  # a hop away
+
     async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
         self.calls += 1
         handle = self.handle

@@ -62,7 +62,7 @@ class LocalEtr:
         self.calls = 0  # model calls made here (not hops), for /admin/status
 
     @property
-    def here(self) -> bool:
+    def computes_here(self) -> bool:
         """Whether the model is computed in this process (decided at the first request)."""
         return self.local is not None
 
@@ -91,7 +91,7 @@ class LocalEtr:
 
     async def ready(self) -> dict[str, Any]:
         state = await self.remote.ready()
-        return {**state, "computed_in": "ingress" if self.here else "deployment"}
+        return {**state, "computed_in": "ingress" if self.computes_here else "deployment"}
 
     async def _follow(self) -> None:
         """Decide where the model runs (once), and keep the local copy on the Etr

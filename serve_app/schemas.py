@@ -89,10 +89,11 @@ class OrderIn(_Model):
         return self
 
     def to_domain(self) -> Order:
+        pickup, dropoff = self.pickup, self.dropoff
         return Order(
             id=self.id,
-            pickup=self.pickup.to_domain(),
-            dropoff=self.dropoff.to_domain(),
+            pickup=LatLng(pickup.lat, pickup.lng),
+            dropoff=LatLng(dropoff.lat, dropoff.lng),
             created_at=self.created_at,
             ready_at=self.ready_at,
             promised_at=self.promised_at,
@@ -146,7 +147,7 @@ class RiderIn(_Model):
     def to_domain(self) -> Rider:
         return Rider(
             id=self.id,
-            position=self.position.to_domain(),
+            position=LatLng(self.position.lat, self.position.lng),
             speed_mps=self.speed_mps,
             capacity=self.capacity,
             route=Route(tuple(Stop(s.order_id, s.kind) for s in self.route)),

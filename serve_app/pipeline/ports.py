@@ -46,3 +46,9 @@ class EtrModel(Protocol):
     async def model_version(self) -> str:
         """The version answering now, as far as this caller knows (the cache keys' version)."""
         ...
+
+    @property
+    def computes_here(self) -> bool:
+        """Whether rows are computed in this process, at microseconds each (then caching rows
+        costs more than computing them, and the pipeline does not)."""
+        ...

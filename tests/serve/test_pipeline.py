@@ -46,6 +46,8 @@ class FakeEtr:
     """Like ``serve_app.handles.EtrHandle``: the version it names is the last one that
     answered; ``serving`` is what the replicas run (a test flips it: a roll)."""
 
+    computes_here = False  # a hop away, as the Etr deployment
+
     def __init__(self) -> None:
         self.calls, self.rows = 0, 0
         self.serving = self.seen = "1"
