@@ -378,7 +378,8 @@ class DispatchIngress(GrpcIngress):
 
     # ---- operations (handle only) -----------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        """Hops made per deployment and the admission lanes' counters (tests, drills)."""
+        """Hops made per deployment, the admission lanes' counters and, where the ETR model
+        runs in the ingress, its Busy by traffic class (tests, drills)."""
         if self.cache is not None:
             self._cache_metrics.export(self.cache.cache)
         return {
@@ -388,6 +389,7 @@ class DispatchIngress(GrpcIngress):
                 "Etr in the ingress": self.etr.calls,
             },
             "admission": self.admission.describe(),
+            "etr_in_the_ingress": self.etr.busy(),
         }
 
     def heap_growth(self, limit: int = 20) -> dict[str, Any]:

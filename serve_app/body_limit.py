@@ -11,6 +11,9 @@ from collections.abc import Callable
 from typing import Any
 
 from serve_app.http_routes import app_path
+from serve_app.pipeline.errors import TooLarge
+
+BODY_BYTES = "body bytes"
 
 
 class BodyLimit:
@@ -38,22 +41,28 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _TooLarge(seen)
+                    raise BodyTooLarge(seen, limit)
             return message
 
         try:
             await self.app(scope, counted, send)
-        except _TooLarge as exc:
-            await _too_large(send, exc.seen, limit)
+        except BodyTooLarge as exc:
+            await _too_large(send, exc.got, limit)
 
 
-class _TooLarge(Exception):
-    def __init__(self, seen: int) -> None:
-        self.seen = seen
+class BodyTooLarge(TooLarge):
+    """Raised from ``receive`` past the limit. A ``TooLarge`` so that whoever catches it on
+    the way out (an endpoint's error handler) answers the same 413 this middleware would."""
+
+    def __init__(self, got: int, limit: int) -> None:
+        super().__init__(BODY_BYTES, got, limit)
+
+    def __reduce__(self):
+        return (type(self), (self.got, self.limit))
 
 
 async def _too_large(send: Any, got: int, limit: int) -> None:
-    body = json.dumps({"detail": f"body bytes: {got} exceeds the limit of {limit}"}).encode()
+    body = json.dumps({"detail": str(TooLarge(BODY_BYTES, got, limit))}).encode()
     await send(
         {
             "type": "http.response.start",

@@ -89,6 +89,11 @@ class LocalEtr:
         assert self.local.serving is not None
         return self.local.serving.version
 
+    def busy(self) -> dict[str, float] | None:
+        """The local model's Busy by traffic class (as an Etr replica reports it), or None
+        where the model is not computed here."""
+        return None if self.local is None else self.local.record_autoscaling_stats()
+
     async def ready(self) -> dict[str, Any]:
         state = await self.remote.ready()
         return {**state, "computed_in": "ingress" if self.computes_here else "deployment"}

@@ -28,6 +28,7 @@ from serve_app.ops import hostile, local
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn, SolveRequest
 
 from .conftest import ARGS, LIMITS
+from .held_requests import HeldRequest, release_all
 
 pytestmark = pytest.mark.serve
 
@@ -330,34 +331,16 @@ def tight(serve_endpoints):
 def test_a_full_lane_sheds_before_reading_the_body(tight):
     """A request whose body is still coming holds the only ETR slot; another one, its body
     also still coming, is answered at once (503 + Retry-After) without its body being read
-    (the response cache read whole bodies before admission). Raw sockets: an HTTP client
-    reads the answer only once it has sent the whole body."""
-    import socket
-    from urllib.parse import urlsplit
-
-    url = urlsplit(tight)
+    (the response cache read whole bodies before admission)."""
     body = json.dumps({"orders": [hostile.order(k) for k in range(3)]}).encode()
-    head = (
-        f"POST {url.path}/v1/etr HTTP/1.1\r\nHost: {url.hostname}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-    ).encode()
-
-    def started() -> socket.socket:
-        sock = socket.create_connection((url.hostname, url.port), timeout=10)
-        sock.sendall(head + body[:10])  # the rest never comes (until we say so)
-        return sock
-
-    holder = started()
+    holder = HeldRequest(tight, "/v1/etr", body)
     time.sleep(1.0)  # admitted: its decode waits for the body
-    second = started()
+    second = HeldRequest(tight, "/v1/etr", body)
     t0 = time.perf_counter()
-    answer = second.recv(4096).decode(errors="replace")
+    status, answer = second.answer()
     took = time.perf_counter() - t0
-    second.close()
-    holder.sendall(body[10:])
-    held = holder.recv(4096).decode(errors="replace")
-    holder.close()
-    assert answer.startswith("HTTP/1.1 503"), answer[:200]
+    [(held, _)] = release_all([holder])
+    assert status == 503, answer[:200]
     assert "retry-after" in answer.lower()
     assert took < 2.0
-    assert held.startswith("HTTP/1.1 200"), held[:200]
+    assert held == 200

@@ -78,16 +78,22 @@ def test_bodies_that_are_not_json_are_422_under_body(serve_url, body):
     assert r.json()["detail"][0]["loc"][0] == "body"
 
 
-def test_a_chunked_body_over_the_limit_without_length_is_413(serve_url):
+@pytest.mark.parametrize(
+    ("path", "limit"),
+    [
+        ("/v1/dispatch", LIMITS.body_bytes("dispatch")),
+        ("/v1/etr/bulk", LIMITS.body_bytes("etr_bulk")),
+    ],
+    ids=["direct-route", "fastapi-route"],
+)
+def test_a_chunked_body_over_the_limit_without_length_is_413(serve_url, path, limit):
     def chunks():
         for _ in range(20):
             yield b" " * (1 << 20)  # 20 MiB in all, no Content-Length
 
-    r = post(
-        f"{serve_url}/v1/dispatch", content=chunks(), headers={"content-type": "application/json"}
-    )
+    r = post(f"{serve_url}{path}", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413, r.text[:200]
-    assert str(LIMITS.max_body_bytes) in r.json()["detail"]
+    assert f"exceeds the limit of {limit}" in r.json()["detail"]
 
 
 @pytest.mark.parametrize(

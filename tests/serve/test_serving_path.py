@@ -7,7 +7,6 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import httpx
@@ -24,6 +23,7 @@ from serve_app.grpc_api.client import OrmlGrpcClient, OrmlGrpcError
 from serve_app.schemas import DispatchRequest, OrderIn
 
 from .conftest import LIMITS
+from .held_requests import HeldRequest, release_all
 
 pytestmark = pytest.mark.serve
 RUNTIME = load_runtime(load_artifact("etr"), "onnxruntime")
@@ -119,46 +119,43 @@ def test_etr_and_dispatch_over_the_batch_size_are_split_not_refused(serve_url):
     assert pairs(d.json()["assignments"]) == pairs(direct_plan(round_).assignments)
 
 
-async def dispatch_lane(app: str = "orml") -> dict:
+def dispatch_lane(app: str = "orml") -> dict:
     from ray import serve
 
-    return (await serve.get_app_handle(app).stats.remote())["admission"]["dispatch"]
+    return serve.get_app_handle(app).stats.remote().result(timeout_s=30)["admission"]["dispatch"]
 
 
 def test_requests_whose_deadline_passes_while_queued_are_dropped_not_computed(serve_url):
-    """Four slow rounds hold the dispatch lane; requests with a 100 ms deadline behind them are
-    answered 503 (deadline) without ever reaching the solver."""
-    from domain import DispatchWeights
-
-    heavy = DispatchWeights(max_orders_per_rider=4)  # four assignment passes: ~1 s here
-    slow = DispatchRequest.from_domain(
-        generate_round(LIMITS.max_riders, LIMITS.max_orders, seed=40, weights=heavy)
-    ).model_dump_json()
-    quick = DispatchRequest.from_domain(generate_round(5, 2, seed=41)).model_dump_json()
-
-    async def go():
-        async with httpx.AsyncClient(base_url=serve_url, timeout=120) as c:
-
-            def post(body, timeout_ms):
-                headers = {"content-type": "application/json", "x-timeout-ms": str(timeout_ms)}
-                return c.post("/v1/dispatch", content=body, headers=headers)
-
-            held = [asyncio.ensure_future(post(slow, 60_000)) for _ in range(4)]
-            while (await dispatch_lane())["in_flight"] < 4:  # the lane is full
-                await asyncio.sleep(0.02)
-            t0 = time.perf_counter()
-            late = await asyncio.gather(*(post(quick, 100) for _ in range(3)))
-            late_s = time.perf_counter() - t0
-            return await asyncio.gather(*held), late, late_s
-
+    """Four requests hold the dispatch lane (their bodies stop halfway); requests with a 100 ms
+    deadline behind them are answered 503 (deadline) without ever reaching the solver."""
+    body = DispatchRequest.from_domain(generate_round(5, 2, seed=41)).model_dump_json().encode()
     before = hops()["OrSolver.solve_round"]
-    held, late, late_s = asyncio.run(go())
-    print("held", [(r.status_code, r.text[:200]) for r in held if r.status_code != 200])
+    held = [
+        HeldRequest(serve_url, "/v1/dispatch", body, {"x-timeout-ms": "60000"}) for _ in range(4)
+    ]
+    try:
+        deadline = time.monotonic() + 30
+        while dispatch_lane()["in_flight"] < 4:  # all four admitted, waiting for their bodies
+            assert time.monotonic() < deadline, dispatch_lane()
+            time.sleep(0.05)
+
+        async def late_ones():
+            async with httpx.AsyncClient(base_url=serve_url, timeout=60) as c:
+                headers = {"content-type": "application/json", "x-timeout-ms": "100"}
+                return await asyncio.gather(
+                    *(c.post("/v1/dispatch", content=body, headers=headers) for _ in range(3))
+                )
+
+        t0 = time.perf_counter()
+        late = asyncio.run(late_ones())
+        late_s = time.perf_counter() - t0
+    finally:
+        answers = release_all(held)
     assert [r.status_code for r in late] == [503, 503, 503], [r.text for r in late]
     assert all("deadline" in r.json()["detail"] and "retry-after" in r.headers for r in late)
     assert late_s < 5.0
-    computed = hops()["OrSolver.solve_round"] - before
-    assert computed == sum(r.status_code == 200 for r in held)
+    assert [status for status, _ in answers] == [200] * 4, answers
+    assert hops()["OrSolver.solve_round"] - before == 4
 
 
 def test_grpc_bad_input_is_invalid_argument_naming_the_field(grpc_address):
@@ -184,22 +181,27 @@ def test_grpc_oversize_is_resource_exhausted_naming_the_limit(grpc_address):
     assert err.value.retry_after_s is None
 
 
-def test_grpc_shed_requests_are_resource_exhausted_with_retry_info(grpc_address):
-    rounds = [generate_round(60, 30, seed=500 + k) for k in range(40)]
-
-    def call(round_):
-        with OrmlGrpcClient(grpc_address) as client:
-            try:
-                client.dispatch(round_)
-                return "ok", None
-            except OrmlGrpcError as exc:
-                return exc.code, exc.retry_after_s
-
-    with ThreadPoolExecutor(40) as pool:
-        results = list(pool.map(call, rounds))
-    shed = [r for r in results if r[0] == grpc.StatusCode.RESOURCE_EXHAUSTED]
-    assert {code for code, _ in results} <= {"ok", grpc.StatusCode.RESOURCE_EXHAUSTED}
-    assert shed and all(after is not None and after >= 1 for _, after in shed)
+def test_grpc_shed_requests_are_resource_exhausted_with_retry_info(serve_url, grpc_address):
+    """The dispatch lane full (HTTP requests hold its running and queued places): a gRPC round
+    is RESOURCE_EXHAUSTED with a RetryInfo; the held ones are all answered once they finish."""
+    lane = dispatch_lane()
+    room = lane["max_in_flight"] + lane["max_queued"]
+    body = DispatchRequest.from_domain(generate_round(5, 2, seed=42)).model_dump_json().encode()
+    held = []
+    try:
+        for _ in range(room):
+            held.append(HeldRequest(serve_url, "/v1/dispatch", body, {"x-timeout-ms": "60000"}))
+        deadline = time.monotonic() + 30
+        while (lane := dispatch_lane())["in_flight"] + lane["queued"] < room:
+            assert time.monotonic() < deadline, lane
+            time.sleep(0.05)
+        with OrmlGrpcClient(grpc_address) as client, pytest.raises(OrmlGrpcError) as shed:
+            client.dispatch(generate_round(60, 30, seed=500))
+    finally:
+        answers = release_all(held)
+    assert shed.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED, shed.value.details
+    assert shed.value.retry_after_s is not None and shed.value.retry_after_s >= 1
+    assert [status for status, _ in answers] == [200] * room, [a[-120:] for _, a in answers]
 
 
 READINESS_SEEN: list[tuple[int, dict]] = []
