@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,9 @@ from serve_app.schemas import DispatchRequest
 MULTIPLES = (3, 6, 10)
 
 
-def hey_csv(url: str, body_path: Path, args: list[str]) -> list[tuple[float, int]]:
-    """(seconds, status) of every request of one ``hey`` run."""
+def hey_csv(url: str, body_path: Path, args: list[str]) -> tuple[list[tuple[float, int]], float]:
+    """(seconds, status) of every request of one ``hey`` run, and hey's CPU seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         [
             "hey",
@@ -55,8 +57,10 @@ def hey_csv(url: str, body_path: Path, args: list[str]) -> list[tuple[float, int
         text=True,
         check=True,
     ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     rows = csv.DictReader(io.StringIO(out))
-    return [(float(r["response-time"]), int(r["status-code"])) for r in rows]
+    return [(float(r["response-time"]), int(r["status-code"])) for r in rows], cpu
 
 
 def retry_after_on_every_503(url: str, body: bytes, n: int) -> bool:
@@ -79,7 +83,10 @@ def retry_after_on_every_503(url: str, body: bytes, n: int) -> bool:
     return asyncio.run(go())
 
 
-def summarize(name: str, offered: float, seconds: float, got: list[tuple[float, int]]) -> dict:
+def summarize(
+    name: str, offered: float, seconds: float, run: tuple[list[tuple[float, int]], float]
+) -> dict:
+    got, hey_cpu_s = run
     ok = [t for t, s in got if s == 200]
     shed = [t for t, s in got if s == 503]
     other = len(got) - len(ok) - len(shed)
@@ -99,6 +106,7 @@ def summarize(name: str, offered: float, seconds: float, got: list[tuple[float, 
         "served_p99_ms": pct(ok, 99),
         "shed_p50_ms": pct(shed, 50),
         "shed_p99_ms": pct(shed, 99),
+        "hey_cpu_share": round(hey_cpu_s / seconds, 2),
     }
 
 
@@ -130,6 +138,13 @@ def main() -> None:
         peak = summarize("peak (closed loop, c=4)", float("nan"), seconds, peak_run)
         rows.append(peak)
         log(f"  peak: {peak['goodput_per_s']} rounds/s (p99 {peak['served_p99_ms']} ms)")
+        # The lane full but nothing shed: what holding max_queued requests costs by itself.
+        capacity = lane_capacities(app_args.admission)["/v1/dispatch"]
+        full = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", str(capacity)])
+        full_row = summarize(f"closed loop, c={capacity} (lane full)", float("nan"), seconds, full)
+        full_row["goodput_of_peak"] = round(full_row["goodput_per_s"] / peak["goodput_per_s"], 2)
+        rows.append(full_row)
+        log(f"  lane full: {full_row}")
         for k in multiples:
             rate = k * peak["goodput_per_s"]
             # each worker ~4 requests/s at most: enough workers to hold the rate while the
@@ -149,15 +164,15 @@ def main() -> None:
     write_csv(args.out / "overload.csv", rows)
     print(
         "| offered | rounds/s answered 200 | of peak | 503 | other | shed p50 / p99 ms | "
-        "served p50 / p99 ms |"
+        "served p50 / p99 ms | hey CPU |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['run']} ({r['offered_per_s']}/s) | {r['goodput_per_s']} | "
             f"{r.get('goodput_of_peak', 1.0)} | {r['shed_503']} | {r['other']} | "
             f"{r['shed_p50_ms']} / {r['shed_p99_ms']} | {r['served_p50_ms']} / "
-            f"{r['served_p99_ms']} |"
+            f"{r['served_p99_ms']} | {r['hey_cpu_share']} |"
         )
     print(f"\nevery 503 carries Retry-After (200 requests at once): {retry_after}")
     plot(rows, args.out / "overload.png")
@@ -173,7 +188,7 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = rows[1:]
+    runs = [r for r in rows if r["offered_per_s"] == r["offered_per_s"]]  # not the closed loops
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
     x = [r["offered_per_s"] for r in runs]
     a.plot(x, [r["goodput_per_s"] for r in runs], "o-", label="goodput (200/s)")
