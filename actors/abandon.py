@@ -34,6 +34,10 @@ class Abandon:
     def cancel(self) -> None:
         self._cancelled.set()
 
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
     def remaining_s(self) -> float:
         return self.deadline - self.clock()
 

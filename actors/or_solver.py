@@ -13,6 +13,7 @@ replica measures its Busy per traffic class and publishes it to the router and t
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from actors.device import GuardSettings, replica_guard
 from actors.emulation import EmulatedDevice, Emulation
 from actors.errors import DeviceUnhealthy
 from actors.faults import replica_id
+from actors.offline_process import OfflineSolves
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
 from actors.scheduling import PriorityGate, TrafficClass
@@ -49,7 +51,8 @@ class OrSolverDeployment:
     ``actors.device.GuardSettings`` as a dict (watchdog, probe timeout, health hold, exit on
     fault, fault injection, stuck alarm); speed : this replica's throughput relative to the
     reference device (the router's weight); emulate : ``actors.emulation.Emulation`` fields to
-    sleep a device's call time (experiments only)."""
+    sleep a device's call time (experiments only); offline : ``actors.offline_process.
+    OfflineSolves`` arguments (priority, processes): where static solves run."""
 
     def __init__(
         self,
@@ -57,8 +60,11 @@ class OrSolverDeployment:
         guard: dict[str, Any] | None = None,
         speed: float = 1.0,
         emulate: dict[str, Any] | None = None,
+        offline: dict[str, Any] | None = None,
     ) -> None:
         self.settings = GuardSettings(**(guard or {}))
+        # Started first: the child imports the solver while this replica warms its kernels.
+        self.offline = OfflineSolves(**(offline or {}))
         self.emulated = (
             None if emulate is None else EmulatedDevice(Emulation(**emulate).for_this_node())
         )
@@ -122,7 +128,7 @@ class OrSolverDeployment:
         abandon = Abandon(timeout_s)
         args = (arrays, weights, etr_floor, improve_routes, cls, abandon)
         if cls is TrafficClass.ONLINE:
-            with self.gate.online():
+            with self.gate.online(), self.offline.online():
                 return await abandon.run(self._solve_round, *args)
         return await abandon.run(self._solve_round, *args)
 
@@ -173,20 +179,13 @@ class OrSolverDeployment:
         self, instance: Any, time_limit_s: float, seed: int, abandon: Abandon
     ) -> dict[str, Any]:
         from planner.pdptw.evaluate import evaluate
-        from planner.pdptw.solve import solve
 
         abandon.checkpoint()
         with (
             self.load.working(TrafficClass.OFFLINE),
             self.guard.watch(time_limit_s + self.settings.watchdog_s),
         ):
-            sol = solve(
-                instance,
-                time_limit_s=time_limit_s,
-                seed=seed,
-                yield_to=self._step_aside,
-                checkpoint=abandon.checkpoint,
-            )
+            sol = self.offline.solve(instance, time_limit_s, seed, abandon, self._step_aside)
         ev = evaluate(instance, sol.routes)
         return {
             "instance": instance.name,
@@ -204,8 +203,11 @@ class OrSolverDeployment:
             **self.load.autoscaling_stats(),
             "busy": self.load.device.busy(),
             "calls": self.load.device.completed,
-            "yields": self.gate.yields,
-            "yielded_s": self.gate.yielded_s,
+            "yields": self.gate.yields + self.offline.yields,
+            "yielded_s": self.gate.yielded_s + self.offline.yielded_s,
+            "pid": os.getpid(),
+            "offline_priority": self.offline.priority,
+            "offline_pids": self.offline.pids,
         }
 
     def record_routing_stats(self) -> dict[str, float]:
@@ -213,6 +215,11 @@ class OrSolverDeployment:
 
     def record_autoscaling_stats(self) -> dict[str, float]:
         return self.load.autoscaling_stats()
+
+    def __del__(self) -> None:
+        offline = getattr(self, "offline", None)
+        if offline is not None:
+            offline.close()
 
     async def check_health(self) -> None:
         if self.load.stuck():

@@ -42,7 +42,7 @@ from common import log, parser, write_csv
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
 from serve_app.ops import local
-from serve_app.ops.loadgen import HttpLoad, Run, encode_request, percentile_ms
+from serve_app.ops.loadgen import HttpLoad, Run, beside_flood, encode_request, percentile_ms
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
 MIX_DEVICE = {"per_call_ms": 50.0, "per_row_ms": 1.0}
@@ -131,14 +131,14 @@ def section_mixing(out: Path, quick: bool) -> list[dict[str, Any]]:
         device_rows_s = 256 / ((MIX_DEVICE["per_call_ms"] + 256 * MIX_DEVICE["per_row_ms"]) / 1e3)
         rate = 0.7 * device_rows_s / 20
         log(f"  device capacity ~{device_rows_s:.0f} rows/s; online at {rate:.1f} req/s (70%)")
-        run(_mix(base, online, [], rate, 2.0))  # warm-up
+        run(beside_flood(base, online, rate, [], 8, 2.0))  # warm-up
         rows = []
         for case, flood in (
             ("online alone", []),
             ("online + offline flood, classes", offline),
             ("online + offline flood, no classes", promoted),
         ):
-            got_online, got_flood = run(_mix(base, online, flood, rate, duration))
+            got_online, got_flood = run(beside_flood(base, online, rate, flood, 8, duration))
             ok = got_online.ok()
             flood_rows = 200 * len(got_flood.ok()) if got_flood else 0
             rows.append(
@@ -170,22 +170,6 @@ def section_mixing(out: Path, quick: bool) -> list[dict[str, Any]]:
         return rows
     finally:
         local.stop()
-
-
-async def _mix(
-    base: str, online: list[bytes], flood: list[bytes], rate: float, duration_s: float
-) -> tuple[Run, Run | None]:
-    gen_online = HttpLoad(base, max_connections=256, timeout_s=60)
-    gen_flood = HttpLoad(base, max_connections=64, timeout_s=120)
-    try:
-        tasks = [gen_online.open_loop(online, rate, duration_s, seed=3)]
-        if flood:
-            tasks.append(gen_flood.closed_loop(flood, 8, duration_s))
-        got = await asyncio.gather(*tasks)
-        return got[0], (got[1] if flood else None)
-    finally:
-        await gen_online.close()
-        await gen_flood.close()
 
 
 # ---- clusters ---------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ def build_app(
     guard = args.resilience.guard()
     emulate = None if args.emulate_solver is None else args.emulate_solver.model_dump()
     or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(
-        args.backend, guard, emulate=emulate
+        args.backend, guard, emulate=emulate, offline=args.offline_solves.model_dump()
     )
     etr = EtrDeployment.options(**opts.pop("Etr", {})).bind(args.etr_runtime, guard)
     ingress_opts = dict(opts.pop("Ingress", {}))

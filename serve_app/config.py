@@ -215,6 +215,22 @@ class AuthArgs(BaseModel):
     )
 
 
+class OfflineSolveArgs(BaseModel):
+    """Where a solver replica runs static solves (``actors.offline_process``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    priority: Literal["idle", "nice", "thread"] = Field(
+        "idle",
+        description="idle: child processes at SCHED_IDLE, run by the OS only when online work "
+        "leaves a CPU free; nice: the same at nice 19; thread: the replica's own worker thread "
+        "(steps aside between LNS steps only).",
+    )
+    processes: int = Field(
+        1, ge=1, le=16, description="Child processes per replica: static solves at once."
+    )
+
+
 class DispatchAppArgs(BaseModel):
     """Arguments of ``serve_app.builder:app_builder``."""
 
@@ -240,6 +256,7 @@ class DispatchAppArgs(BaseModel):
         "batching; `orml models`).",
     )
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")
+    offline_solves: OfflineSolveArgs = Field(default_factory=lambda: OfflineSolveArgs())
     readiness_timeout_s: float = Field(
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."
     )

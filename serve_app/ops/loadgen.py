@@ -198,6 +198,32 @@ class HttpLoad(Load):
         return status, retry_after
 
 
+async def beside_flood(
+    url: str,
+    online: Sequence[bytes],
+    rate_rps: float,
+    flood: Sequence[bytes],
+    flood_concurrency: int,
+    duration_s: float,
+    *,
+    seed: int = 3,
+) -> tuple[Run, Run | None]:
+    """Online requests open-loop at ``rate_rps`` while ``flood_concurrency`` closed-loop
+    clients send ``flood`` (none when empty), each over connections of its own: (online run,
+    flood run or None)."""
+    gen_online = HttpLoad(url, max_connections=256, timeout_s=60)
+    gen_flood = HttpLoad(url, max_connections=max(8, flood_concurrency), timeout_s=120)
+    try:
+        tasks = [gen_online.open_loop(online, rate_rps, duration_s, seed=seed)]
+        if flood:
+            tasks.append(gen_flood.closed_loop(flood, flood_concurrency, duration_s))
+        got = await asyncio.gather(*tasks)
+        return got[0], (got[1] if flood else None)
+    finally:
+        await gen_online.close()
+        await gen_flood.close()
+
+
 @dataclass
 class GrpcLoad(Load):
     """Unary calls of ``method`` (e.g. "/orml.v1.Orml/Dispatch") to ``address`` (host:port),

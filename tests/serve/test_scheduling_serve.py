@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -60,6 +61,13 @@ def test_a_static_solve_steps_aside_for_dispatch_rounds_and_finishes_after_them(
     after = solver_stats()
     assert after["yields"] > before["yields"]  # it stepped aside for them
     assert after["busy_offline"] > 0 and after["busy_online"] > 0
+
+
+def test_static_solves_run_in_child_processes_at_the_lowest_cpu_priority(serve_url):
+    stats = solver_stats()
+    assert stats["offline_priority"] == "idle" and stats["offline_pids"]
+    for pid in stats["offline_pids"]:
+        assert pid != stats["pid"] and os.sched_getscheduler(pid) == os.SCHED_IDLE
 
 
 def test_bulk_etr_answers_many_orders_as_offline_work(serve_url):
