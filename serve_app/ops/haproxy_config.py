@@ -12,9 +12,9 @@ this module, then the real binary with the same arguments). Two changes:
   wait in HAProxy's queue for ``queue_ms`` and are then answered 503 + Retry-After by HAProxy
   itself. Shed this way a request costs the ingress nothing: before, a 100 x 20 round shed at
   10x the peak still cost the ingress its 150 KB body and ~1 ms of Python, and goodput fell
-  to 0.6 of the peak (docs/benchmarks.md, "The edge"). Admission in the ingress stays the
-  same (classes, deadlines, Retry-After from the queue's drain time); HAProxy only keeps the
-  excess from reaching it.
+  to 0.58 of the peak, against 0.80 shed here (docs/benchmarks.md, "The edge"). Admission in
+  the ingress stays the same (classes, deadlines, Retry-After from the queue's drain time);
+  HAProxy only keeps the excess from reaching it.
 
 The lanes come from ``ORML_HAPROXY_LANES`` (JSON: {"path": capacity, ...}, paths below the
 app's route prefix), set by ``orml serve`` from the app's ``admission`` config.
