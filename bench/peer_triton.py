@@ -136,6 +136,11 @@ def main() -> None:
     ap.add_argument(
         "--ingress-replicas", type=int, default=1, help="ours: Ingress replicas (processes)"
     )
+    ap.add_argument(
+        "--no-access-log",
+        action="store_true",
+        help="ours: the Ingress without Serve's per-request access log (logging_config)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rounds, seconds, levels = args.rounds, args.seconds, args.concurrency
@@ -154,7 +159,16 @@ def main() -> None:
                     etr_runtime="onnxruntime",
                     cache={"enabled": False, "responses": False},
                 ),
-                {"Ingress": {"num_replicas": args.ingress_replicas}},
+                {
+                    "Ingress": {
+                        "num_replicas": args.ingress_replicas,
+                        **(
+                            {"logging_config": {"enable_access_log": False}}
+                            if args.no_access_log
+                            else {}
+                        ),
+                    }
+                },
             )
             serve.run(Noop.bind(), name="noop", route_prefix="/noop")
             local.wait_ready(ep.http)

@@ -60,14 +60,6 @@ def simulate(routes: RouteArrays, r: int, stops: list[_Stop]) -> tuple[list[floa
     return arrivals, travel, late
 
 
-def placement_cost(
-    routes: RouteArrays, orders: OrderArrays, r: int, o: int, i: int, j: int, late_weight: float
-) -> tuple[float, float, float]:
-    """(cost, added travel, added lateness) of one placement; cost is +inf if infeasible."""
-    cost, travel, late, _ = placement(routes, orders, r, o, i, j, late_weight)
-    return cost, travel, late
-
-
 def placement(
     routes: RouteArrays, orders: OrderArrays, r: int, o: int, i: int, j: int, late_weight: float
 ) -> tuple[float, float, float, float]:

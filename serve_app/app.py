@@ -16,7 +16,6 @@ import logging
 import uuid
 from typing import Any
 
-import numpy as np
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
@@ -27,8 +26,6 @@ from ray.serve.handle import DeploymentHandle
 from actors.scheduling import TrafficClass
 from config import get_settings
 from domain import DispatchPlan, DispatchRound
-from etr.features import N_FEATURES
-from etr.runtime import check_features
 from serve_app import http_edge
 from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache
@@ -243,12 +240,6 @@ class DispatchIngress(GrpcIngress):
             return DispatchCall(round_, utc_offset_s)
 
         return await self.pipeline.dispatch(decode, ctx)
-
-    async def predict_minutes(self, features: np.ndarray) -> np.ndarray:
-        """ETR minutes for float32[k, 39] features (Python API); ValueError on bad rows."""
-        features = check_features(np.asarray(features), N_FEATURES)
-        ctx = CallContext.start(self.args.admission.default_timeout_s)
-        return (await self.pipeline.etr_features(features, ctx)).minutes
 
     # ---- HTTP -------------------------------------------------------------------------------
     @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")

@@ -278,10 +278,6 @@ class DispatchResponse(_Model):
     )
     timings_ms: dict[str, float]
 
-    @classmethod
-    def from_plan(cls, plan: DispatchPlan) -> DispatchResponse:
-        return cls.model_validate(plan_to_dict(plan))
-
 
 def plan_to_dict(plan: DispatchPlan) -> dict[str, Any]:
     """A plan as ``DispatchResponse``'s JSON form, built directly (no models in between: this

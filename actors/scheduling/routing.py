@@ -14,7 +14,6 @@ Pure: replica views in, ranked tiers out; the Serve adapter is ``actors.router``
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -80,9 +79,3 @@ def rank(
 def _best_of_sample(pool: Sequence[ReplicaView], rng: random.Random, k: int) -> ReplicaView:
     sampled = rng.sample(list(pool), min(k, len(pool)))
     return min(sampled, key=lambda r: (r.expected_finish(), -r.speed))
-
-
-def share_by_speed(speeds: Sequence[float]) -> list[float]:
-    """The traffic share each replica should get at saturation: proportional to its speed."""
-    total = sum(speeds)
-    return [s / total if total > 0 else math.nan for s in speeds]

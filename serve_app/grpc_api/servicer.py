@@ -38,8 +38,7 @@ ENDPOINT_METHODS = {"dispatch": "Dispatch", "etr": "Etr", "solve": "SolveRoutes"
 
 
 class GrpcIngress:
-    """Mixed into the ingress deployment, which provides ``pipeline``, ``args``, ``etr`` and
-    ``solve_call`` (the HTTP routes' instance builder)."""
+    """Mixed into the ingress deployment, which provides ``pipeline``, ``args`` and ``etr``."""
 
     pipeline: Any
     args: Any

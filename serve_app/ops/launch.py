@@ -31,14 +31,6 @@ class Launched:
     notes: list[str]
 
 
-def load_config(path: Path, port: int | None = None, grpc_port: int | None = None):
-    """Read and validate a Serve config file (-> ``ServeDeploySchema``); raises
-    pydantic.ValidationError naming the field."""
-    from ray.serve.schema import ServeDeploySchema
-
-    return ServeDeploySchema.model_validate(_raw_config(path, port, grpc_port))
-
-
 def _raw_config(path: Path, port: int | None, grpc_port: int | None) -> dict[str, Any]:
     raw = yaml.safe_load(path.read_text())
     if port is not None:
