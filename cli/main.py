@@ -424,13 +424,25 @@ def main(argv: list[str] | None = None) -> int:
     rnd.set_defaults(run=_round)
 
     srv = sub.add_parser("serve", help="start a local Ray, deploy the app, block until Ctrl-C")
-    srv.add_argument("--config", type=Path, default=Path("deploy.yaml"))
+    srv.add_argument(
+        "--config",
+        type=Path,
+        default=Path("deploy.yaml"),
+        help="the Ray Serve config to deploy (default: deploy.yaml)",
+    )
     srv.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
     srv.add_argument(
         "--grpc-port", type=int, default=None, help="gRPC port (default: the config's)"
     )
-    srv.add_argument("--dashboard-port", type=int, default=8265)
-    srv.add_argument("--metrics-port", type=int, default=8080)
+    srv.add_argument(
+        "--dashboard-port", type=int, default=8265, help="the Ray dashboard (default: 8265)"
+    )
+    srv.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="Ray's Prometheus export of every process's metrics (default: 8080)",
+    )
     srv.add_argument(
         "--ray-default-mode",
         action="store_true",

@@ -71,6 +71,12 @@ def test_the_install_and_test_commands_are_what_ci_runs():
 
 @pytest.fixture(scope="module")
 def orml_serve(tmp_path_factory: pytest.TempPathFactory):
+    from serve_app.ops.local import check_ports_free
+
+    try:
+        check_ports_free({"HTTP": 8000, "gRPC": 9000})  # the README's ports
+    except RuntimeError as e:
+        pytest.fail(f"{e}. Is the Quick start's `orml serve` still running? Stop it (Ctrl-C).")
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     with running(["bash", "-c", "exec orml serve"], env, log):
