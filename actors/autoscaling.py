@@ -14,7 +14,7 @@ Set per deployment in deploy.yaml::
 Each replica reports ``{"busy_online", "busy_offline"}`` (``record_autoscaling_stats``); Serve
 aggregates them per replica over its look-back window and calls the policy every control-loop
 tick; the policy averages them and decides. Needs replicas to push their own stats
-(``RAY_SERVE_COLLECT_AUTOSCALING_METRICS_ON_HANDLE=0``, see ``serve_app.ops.local``).
+(``RAY_SERVE_COLLECT_AUTOSCALING_METRICS_ON_HANDLE=0``, see ``ops.local``).
 """
 
 from __future__ import annotations

@@ -22,9 +22,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from common import log, parser, write_csv
 
+from ops import local
 from planner import dispatch_round, generate_round
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import local
 from serve_app.schemas import DispatchRequest
 
 

@@ -31,7 +31,7 @@ from common import log, parser, write_csv
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, RedisL2, cache_key
 from etr import load_artifact, load_runtime
 from etr.dataset import load_deliveries
-from serve_app.ops import local
+from ops import local
 
 
 def start_redis() -> tuple[local.RedisProcess, str]:

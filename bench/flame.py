@@ -11,7 +11,7 @@ process, CPU seconds and CPU milliseconds per answered request (read from /proc 
 after, so it counts native code too), and requests/s.
 
 Run it on an older commit to get the "before" graphs: from a worktree of that commit, with
-this file copied into its ``bench/`` (it only needs ``serve_app.ops.local.local_serve``,
+this file copied into its ``bench/`` (it only needs ``ops.local.local_serve``,
 ``run_app``, ``wait_ready`` and ``DispatchAppArgs``, which are older than the edge work).
 """
 
@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import psutil
 from common import log, parser
 
+from ops import local
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import local
 
-# The order bench/peer_triton.py sends (serve_app.ops.hostile.order(0)), spelled out so this
+# The order bench/peer_triton.py sends (ops.hostile.order(0)), spelled out so this
 # file also runs on commits older than that module.
 ORDER = {
     "id": "o-0",

@@ -5,7 +5,7 @@ limits of the same endpoint.
 
 Starts a local Ray and the app with deploy.yaml's limits (16 MiB bodies, 5000 riders, 2000
 orders, 32 stops; --quick: the test suite's, 2 MiB and 300) and sends every request of the
-catalogue in ``serve_app.ops.hostile`` over HTTP and gRPC ``--repeat`` times, one at a time.
+catalogue in ``ops.hostile`` over HTTP and gRPC ``--repeat`` times, one at a time.
 Per request: its answer (status, bytes), the median time, and the growth of the ingress
 replica's peak resident memory while it ran; the baseline is the legal request of the same
 endpoint at its limits, in the same run. Then a static solve's overrun past its time limit
@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from common import log, parser, write_csv
 
+from ops import hostile, local
 from serve_app.config import DispatchAppArgs, Limits
-from serve_app.ops import hostile, local
 
 QUICK_LIMITS = Limits(max_body_bytes=2 << 20, max_riders=300, max_orders=300, max_route_stops=16)
 

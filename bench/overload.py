@@ -7,7 +7,7 @@ Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-c
 offers 100-rider x 20-order dispatch rounds: first closed-loop with ``hey`` (native) at
 concurrency 4 for the peak (rounds/s the app answers 200) and at the dispatch lane's capacity
 (the lane held full, nothing shed), then 3x, 6x and 10x the peak open loop. The overload steps'
-arrivals are Poisson from ``serve_app.ops.loadgen`` (its CPU share is reported: it stayed a
+arrivals are Poisson from ``ops.loadgen`` (its CPU share is reported: it stayed a
 small fraction of a core), or with ``--generator hey`` ``hey -c C -q Q``, whose C workers tick
 in step: every 1/Q s a burst of C requests arrives at once, the lane takes its capacity of
 each burst and sheds the rest, and goodput is the lane's capacity x Q whatever the server
@@ -33,11 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from common import log, parser, write_csv
 
+from ops import local
+from ops.loadgen import HttpLoad, encode_request
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
 from serve_app.http_routes import lane_capacities
-from serve_app.ops import local
-from serve_app.ops.loadgen import HttpLoad, encode_request
 from serve_app.schemas import DispatchRequest
 
 MULTIPLES = (3, 6, 10)
@@ -73,7 +73,7 @@ def hey_csv(url: str, body_path: Path, args: list[str]) -> tuple[list[tuple[floa
 def poisson_run(
     base: str, url: str, body: bytes, rate: float, seconds: float, seed: int
 ) -> tuple[list[tuple[float, int]], float]:
-    """Open-loop Poisson arrivals at ``rate`` for ``seconds`` (``serve_app.ops.loadgen``): the
+    """Open-loop Poisson arrivals at ``rate`` for ``seconds`` (``ops.loadgen``): the
     (seconds, status) of every request and the generator's CPU seconds."""
     import asyncio
 
@@ -142,7 +142,7 @@ def main() -> None:
         "--generator",
         choices=["poisson", "hey"],
         default="poisson",
-        help="the overload steps' arrivals: Poisson open loop (serve_app.ops.loadgen), or hey "
+        help="the overload steps' arrivals: Poisson open loop (ops.loadgen), or hey "
         "-q, whose workers send in step (a burst of every worker each 1/q s)",
     )
     ap.add_argument(

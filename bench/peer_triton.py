@@ -35,9 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser, write_csv
 
+from ops import local
+from ops.hostile import order
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import local
-from serve_app.ops.hostile import order
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / ".venv-triton"

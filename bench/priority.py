@@ -37,11 +37,11 @@ import numpy as np
 import psutil
 from common import log, parser, write_csv
 
+from ops import local
+from ops.loadgen import beside_flood, encode_request, percentile_ms
 from planner import generate_round
 from planner.pdptw.instance import load_instance
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import local
-from serve_app.ops.loadgen import beside_flood, encode_request, percentile_ms
 from serve_app.schemas import DispatchRequest, SolveRequest
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@
     python bench/recovery.py [--quick] [--rate 20] [--poll-s 0.05] [--json PATH] [--out DIR]
 
 Starts a local Ray and the app with two replicas each of OrSolver and Etr, fault injection on,
-the health-check settings of deploy.yaml (``serve_app.ops.drill.FAST_RECOVERY``), the ETR cache off
+the health-check settings of deploy.yaml (``ops.drill.FAST_RECOVERY``), the ETR cache off
 (every request reaches the models). For each deployment and fault kind (poison, hang, crash)
 it offers open-loop HTTP load (dispatch rounds and ETR calls, loopback), injects the fault into
 one replica and records, in seconds after the fault: when the replica stopped taking work,
@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from common import log, parser, write_csv
 
+from ops import drill, local
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import drill, local
 
 REPLICAS = 2
 FULL_CAPACITY_TARGET_S = 3.0

@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser, write_csv
 
+from ops import local
+from ops.loadgen import HttpLoad, Run, beside_flood, encode_request, percentile_ms
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import local
-from serve_app.ops.loadgen import HttpLoad, Run, beside_flood, encode_request, percentile_ms
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
 MIX_DEVICE = {"per_call_ms": 50.0, "per_row_ms": 1.0}

@@ -5,7 +5,7 @@ gRPC vs HTTP, the ETR cache. Every comparison is measured side by side in one ru
 
 Starts a local Ray + Serve (the shared harness, Serve's throughput mode) and, section by
 section, deploys the apps it compares, loads them over loopback with the lean open-loop
-generator (``serve_app.ops.loadgen``; its own CPU share is reported with each run), and removes
+generator (``ops.loadgen``; its own CPU share is reported with each run), and removes
 them:
 
 overhead   one dispatch at a time: ``dispatch_round`` in this process vs the app over HTTP
@@ -40,10 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import log, parser, write_csv
 
 from etr import features_from_orders, load_artifact, load_runtime
+from ops import local
+from ops.loadgen import HttpLoad, Run, encode_request, percentile_ms
 from planner import dispatch_round, generate_round
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import local
-from serve_app.ops.loadgen import HttpLoad, Run, encode_request, percentile_ms
 from serve_app.schemas import DispatchRequest, OrderIn
 
 P99_TARGET_MS = 100.0

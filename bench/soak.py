@@ -10,9 +10,9 @@ controller). After a warm-up (the first fifth of the run, at least 30 s) it repo
 the RSS at the end of warm-up, at the end, the growth between them and the fitted trend (MB
 per minute). Target: no process grows more than 5% after warm-up; zero failed requests.
 Writes DIR/soak.csv and DIR/soak.png (RSS over time). ``--heap`` traces the ingress's Python
-heap from the end of warm-up (``serve_app.ops.heap_probe``) and prints the allocation sites that
+heap from the end of warm-up (``serve_app.heap_probe``) and prints the allocation sites that
 grew most, with the traced heap over time (DIR/soak-heap.csv): a leak grows there steadily,
-allocator slack and native memory do not. Ray's processes get ``serve_app.ops.local.PROCESS_ENV``
+allocator slack and native memory do not. Ray's processes get ``ops.local.PROCESS_ENV``
 (two malloc arenas) as ``orml serve`` sets it; ``--glibc-arenas`` leaves glibc's default.
 """
 
@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np
 from common import log, parser, write_csv
 
+from ops import drill, local
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import drill, local
 
 GROWTH_TARGET = 0.05
 SAMPLE_EVERY_S = 5.0
@@ -98,7 +98,7 @@ def main() -> None:
     ap.add_argument(
         "--glibc-arenas",
         action="store_true",
-        help="leave MALLOC_ARENA_MAX unset (glibc's default) instead of serve_app.ops.local's 2",
+        help="leave MALLOC_ARENA_MAX unset (glibc's default) instead of ops.local's 2",
     )
     args = ap.parse_args()
     minutes = 2.0 if args.quick else args.minutes

@@ -118,8 +118,8 @@ def _serve(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from serve_app.ops import local
-    from serve_app.ops.launch import start
+    from ops import local
+    from ops.launch import start
 
     stop = threading.Event()
 
@@ -260,7 +260,7 @@ def _replay(args: argparse.Namespace) -> int:
 
     served = None
     if args.url:
-        from serve_app.ops.replay_client import ServedDecider
+        from ops.replay_client import ServedDecider
 
         with ServedDecider(args.url, speedup=args.speedup) as decide:
             day = replay(inst, policy, decide, progress=progress)
@@ -286,7 +286,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from serve_app.ops import models
+    from ops import models
 
     def say(line: str) -> None:
         sys.stdout.flush()
@@ -336,8 +336,8 @@ def _k8s(args: argparse.Namespace) -> int:
     import ray
     import yaml
 
+    from ops import local
     from placement.kuberay import RayServiceOptions, rayservice, to_yaml
-    from serve_app.ops import local
 
     config = yaml.safe_load(args.config.read_text())
     options = RayServiceOptions(
@@ -347,7 +347,7 @@ def _k8s(args: argparse.Namespace) -> int:
         ray_version=args.ray_version or ray.__version__,
         gpus_per_pod=args.gpus_per_pod,
         secret=args.secret,
-        # What `orml serve` gives its local Ray (serve_app.ops.local), minus the local-only.
+        # What `orml serve` gives its local Ray (ops.local), minus the local-only.
         env={**local.THROUGHPUT_ENV, **local.AUTOSCALING_ENV, **local.PROCESS_ENV},
     )
     text = to_yaml(rayservice(config, options))
@@ -363,7 +363,7 @@ DEFAULT_CONCURRENCY = (1, 2, 4, 8, 16, 32)
 
 
 def _loadtest(args: argparse.Namespace) -> int:
-    from serve_app.ops import loadtest
+    from ops import loadtest
 
     requests = loadtest.requests_for(
         args.endpoint,

@@ -14,7 +14,7 @@ cluster around it:
   group has as many pods as the deployments need whole cards (replicas x ``num_gpus``, summed
   per type and rounded up), ``gpus_per_pod`` cards each.
 
-Every pod gets the environment ``orml serve`` gives its local Ray (``serve_app.ops.local``), and
+Every pod gets the environment ``orml serve`` gives its local Ray (``ops.local``), and
 the secrets of ``SECRET_ENV`` from a Secret when one is named.
 """
 

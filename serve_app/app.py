@@ -36,11 +36,11 @@ from serve_app.failover import Failover
 from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
+from serve_app.heap_probe import HeapProbe
 from serve_app.http_routes import ENDPOINT_OF_PATH
 from serve_app.local_etr import LocalEtr
 from serve_app.metrics import CacheMetrics, stage_histogram
 from serve_app.openapi import document_request_bodies
-from serve_app.ops.heap_probe import HeapProbe
 from serve_app.pipeline import (
     Admission,
     CallContext,
@@ -385,7 +385,7 @@ class DispatchIngress(GrpcIngress):
 
     def heap_growth(self, limit: int = 20) -> dict[str, Any]:
         """Handle only (no HTTP route): start tracing this process's Python heap, or report the
-        allocation sites that grew most since; see ``serve_app.ops.heap_probe``."""
+        allocation sites that grew most since; see ``serve_app.heap_probe``."""
         return self._heap.growth(limit)
 
     def heap_stop(self) -> None:

@@ -1,6 +1,6 @@
 """The folders are the architecture: imports flow one way and never in a circle.
 
-serve_app -> actors -> planner / kernels / etr / cache -> domain; the transport-free pipeline
+ops (tooling) -> serve_app -> actors -> planner / kernels / etr / cache -> domain; the pipeline
 and the scheduling logic load no Ray, FastAPI or gRPC. Every import counts, including those
 inside functions (a lazy import is still a dependency).
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     *("domain", "kernels", "planner", "etr", "cache", "config"),
-    *("actors", "serve_app", "placement", "cli"),
+    *("actors", "serve_app", "placement", "ops", "cli"),
 )
 #: What each package may import from the others (its own modules always).
 ALLOWED = {
@@ -28,6 +28,8 @@ ALLOWED = {
     "placement": {"domain", "kernels", "planner", "etr", "config"},
     "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "placement"},
     "serve_app": {"domain", "kernels", "planner", "etr", "cache", "config", "actors"},
+    # Operator tooling sits above the server: it starts, drives and measures it.
+    "ops": {"domain", "kernels", "planner", "etr", "cache", "config", "actors", "serve_app"},
     "cli": set(PACKAGES) - {"cli"},
 }
 

@@ -421,6 +421,6 @@ def replay(
     progress: Callable[[int, int], None] | None = None,
 ) -> Replay:
     """Replay one day; see the module docstring. decide : plans a round (in process by
-    default; ``serve_app.ops.replay_client.ServedDecider`` sends it to a running app);
+    default; ``ops.replay_client.ServedDecider`` sends it to a running app);
     progress(minute, last_minute) : called after every round."""
     return DaySimulator(instance, policy, decide).run(progress)

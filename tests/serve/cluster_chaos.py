@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from ops import drill
+from ops.local import free_port
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import drill
-from serve_app.ops.local import free_port
 
 SLOTS = {"or_slot": 1, "etr_slot": 1}
 # The head's own slots: the ingress and the offline solver stay off the workers. Without them

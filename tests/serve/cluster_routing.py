@@ -21,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from ops.local import free_port
 from planner import generate_round
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
-from serve_app.ops.local import free_port
 from serve_app.schemas import DispatchRequest
 
 

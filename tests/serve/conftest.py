@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
+from ops import local
+from ops.local import LocalServe, free_port
 from serve_app.config import DispatchAppArgs, Limits
-from serve_app.ops import local
-from serve_app.ops.local import LocalServe, free_port
 
 LIMITS = Limits(max_body_bytes=2 << 20, max_riders=300, max_orders=300, max_route_stops=16)
 ARGS = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime", limits=LIMITS)

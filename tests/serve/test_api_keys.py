@@ -11,10 +11,10 @@ import httpx
 import pytest
 import yaml
 
+from ops import local
 from serve_app.config import DispatchAppArgs
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api import orml_pb2_grpc as pb_grpc
-from serve_app.ops import local
 from serve_app.pipeline.api_keys import ApiKeys, parse_tokens
 from serve_app.pipeline.errors import Forbidden, Unauthenticated
 from tests.serve.conftest import LIMITS

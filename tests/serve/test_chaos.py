@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from ops import drill
 from serve_app.config import DispatchAppArgs
-from serve_app.ops import drill
 
 pytestmark = pytest.mark.serve
 

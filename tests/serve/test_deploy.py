@@ -17,8 +17,8 @@ import httpx
 import pytest
 import yaml
 
+from ops.local import free_ports
 from serve_app.config import DispatchAppArgs, ResilienceArgs
-from serve_app.ops.local import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_deploy_yaml_validates_against_serve_schema():
 
 def test_deploy_yaml_uses_the_drilled_recovery_settings():
     """The numbers bench/recovery.py measured are the ones deploy.yaml ships."""
-    from serve_app.ops.drill import FAST_RECOVERY
+    from ops.drill import FAST_RECOVERY
 
     raw = yaml.safe_load((ROOT / "deploy.yaml").read_text())
     app = raw["applications"][0]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from ops.haproxy_config import QUEUE_MS, rewrite
 from serve_app.config import AdmissionArgs
 from serve_app.http_routes import lane_capacities
-from serve_app.ops.haproxy_config import QUEUE_MS, rewrite
 
 SERVE_CONFIG = Path(__file__).parent / "data" / "serve_haproxy.cfg"
 

@@ -8,7 +8,7 @@ import inspect
 import httpx
 import pytest
 
-from serve_app.ops.heap_probe import HeapProbe
+from serve_app.heap_probe import HeapProbe
 
 
 def test_the_probe_names_the_line_that_grew():
@@ -49,7 +49,7 @@ def test_the_ingress_reports_its_heap_growth_through_the_handle(serve_url):
 def test_serve_processes_run_with_two_malloc_arenas(serve_url):
     import psutil
 
-    from serve_app.ops.local import PROCESS_ENV
+    from ops.local import PROCESS_ENV
 
     replicas = [
         p

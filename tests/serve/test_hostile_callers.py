@@ -2,7 +2,7 @@
 is answered in bounded time and memory with a 2xx or a 4xx / gRPC status naming what is wrong,
 never a 5xx, INTERNAL or UNKNOWN.
 
-Three layers: the catalogue of requests built to break the edge (``serve_app.ops.hostile``,
+Three layers: the catalogue of requests built to break the edge (``ops.hostile``,
 each sized at a limit, each a regression of a finding: amplified errors, echoed ids, bodies of
 empty objects, int64 demands, ...), property-based bodies (hypothesis: deep, wide, long,
 mistyped, and valid bodies with one field made hostile), and the single findings that need a
@@ -22,9 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ops import hostile, local
 from planner import generate_round
 from serve_app.grpc_api import orml_pb2 as pb
-from serve_app.ops import hostile, local
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn, SolveRequest
 
 from .conftest import ARGS, LIMITS

@@ -7,7 +7,7 @@ import csv
 from pathlib import Path
 
 from cli.main import main
-from serve_app.ops.loadtest import requests_for
+from ops.loadtest import requests_for
 
 DAY = Path(__file__).resolve().parents[2] / "data" / "mdrp" / "0o50t100s1p100"
 

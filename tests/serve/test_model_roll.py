@@ -22,10 +22,10 @@ import pytest
 import yaml
 
 from etr import features_from_orders, load_artifact, load_runtime
+from ops import models
+from ops.local import free_ports
 from planner import generate_round
 from serve_app.grpc_api.client import OrmlGrpcClient, OrmlGrpcError
-from serve_app.ops import models
-from serve_app.ops.local import free_ports
 from serve_app.schemas import DispatchRequest, OrderIn
 from tests.orml_serve import orml_serve
 

@@ -18,8 +18,8 @@ import httpx
 import pytest
 import yaml
 
+from ops.local import free_port
 from planner import generate_round
-from serve_app.ops.local import free_port
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
 ROOT = Path(__file__).resolve().parents[2]

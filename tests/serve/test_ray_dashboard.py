@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from serve_app.ops.local import free_port
+from ops.local import free_port
 
 DEPLOYMENTS = {"Ingress", "OrSolver", "Etr"}
 SHOT = Path(__file__).resolve().parents[2] / "bench" / "out" / "ray-dashboard-serve.png"

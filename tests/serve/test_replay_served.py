@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ops.replay_client import ServedDecider
 from planner.mdrp import load_instance, replay
-from serve_app.ops.replay_client import ServedDecider
 
 DAY = Path(__file__).resolve().parents[2] / "data" / "mdrp" / "0o50t100s1p100"
 

@@ -213,7 +213,7 @@ def limits_app(serve_url) -> Iterator[str]:
     its /readyz answers from deployment until ready are kept in READINESS_SEEN."""
     from ray import serve
 
-    from serve_app.ops import local
+    from ops import local
 
     args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
     small = {"ray_actor_options": {"num_cpus": 0.1}}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from serve_app.ops.sizing import HEADROOM_CPUS, _replicas, fit_to_machine
+from ops.sizing import HEADROOM_CPUS, _replicas, fit_to_machine
 
 ROOT = Path(__file__).resolve().parents[2]
 

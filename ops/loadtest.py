@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from serve_app.ops.loadgen import GrpcLoad, HttpLoad, Load, Run, encode_request, percentile_ms
+from ops.loadgen import GrpcLoad, HttpLoad, Load, Run, encode_request, percentile_ms
 
 SATURATION_GAIN = 1.05  # a concurrency step must add 5% throughput to go on
 GRPC_METHODS = {"dispatch": "/orml.v1.Orml/Dispatch", "etr": "/orml.v1.Orml/Etr"}

@@ -140,7 +140,7 @@ def apply_process_env() -> None:
 #: rewrites Serve's generated config, then runs the real binary with the same arguments
 #: (``haproxy -db -f CFG [-sf PIDS] [-x SOCK]``).
 _HAPROXY_WRAPPER = """#!/bin/sh
-exec {python} -m serve_app.ops.haproxy_config "$@"
+exec {python} -m ops.haproxy_config "$@"
 """
 
 
@@ -155,7 +155,7 @@ def haproxy_env(
     lane_capacities``) shed in front of the ingress (``ops.haproxy_config``)."""
     from ray.serve._private.haproxy import get_haproxy_binary
 
-    from serve_app.ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV
+    from ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV
 
     wrapper = workdir / "haproxy"
     wrapper.write_text(_HAPROXY_WRAPPER.format(python=sys.executable))

@@ -1,8 +1,8 @@
 """Run deploy.yaml on a local Ray: what ``orml serve`` does (and ``serve run`` does inside Ray).
 
-Ray starts through the shared harness (``serve_app.ops.local``: never on port 6379, which
+Ray starts through the shared harness (``ops.local``: never on port 6379, which
 Redis uses; Serve's throughput mode), the config is fitted to the CPUs and GPUs Ray sees
-(``serve_app.ops.sizing``) and deployed, and ``start`` returns once every application runs
+(``ops.sizing``) and deployed, and ``start`` returns once every application runs
 and answers /readyz.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from serve_app.ops import local
+from ops import local
 
 
 class Interrupted(Exception):
@@ -60,7 +60,7 @@ def start(
     from ray.serve.context import _get_global_client
     from ray.serve.schema import ServeDeploySchema
 
-    from serve_app.ops.sizing import fit_to_machine
+    from ops.sizing import fit_to_machine
 
     raw = _raw_config(config_path, port, grpc_port)
     ServeDeploySchema.model_validate(raw)  # fail on a bad file before starting anything
