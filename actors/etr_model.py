@@ -38,7 +38,8 @@ from actors.faults import replica_id
 from actors.metrics import ModelMetrics
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
-from actors.scheduling import BatchQueue, TrafficClass
+from actors.scheduling import BatchQueue
+from domain import TrafficClass
 from etr import Prediction, load_artifact, load_runtime, versions
 from etr.runtime import EtrRuntime, check_features
 
@@ -49,12 +50,12 @@ ONLINE_RECENT_S = 1.0  # online traffic seen this recently caps the offline rows
 def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: float) -> None:
     """Refuse a batch size whose profiled memory exceeds the budget; cap CuPy's pool on a GPU.
 
-    The need is the replica's profile (``placement.profiles``: measured for this device and
+    The need is the replica's profile (``devices.profiles``: measured for this device and
     runtime, else the scaled estimate) at ``max_batch`` rows. Raises ValueError naming both
     numbers, which fails the deployment's reconfigure with that message.
     """
-    from placement.inventory import local_gpu_type
-    from placement.profiles import ProfileSet
+    from devices.catalog import local_gpu_type
+    from devices.profiles import ProfileSet
 
     root = Path(__file__).resolve().parents[1] / "profiles"
     device_type = "CPU-2core" if device == "cpu" else local_gpu_type()

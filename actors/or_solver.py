@@ -28,8 +28,8 @@ from actors.faults import replica_id
 from actors.offline_process import OfflineSolves
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
-from actors.scheduling import PriorityGate, TrafficClass
-from domain import DispatchWeights
+from actors.scheduling import PriorityGate
+from domain import DispatchWeights, TrafficClass
 from kernels import compiled
 from kernels.backend import module_for, resolve_backend
 from planner import generate_round

@@ -18,7 +18,8 @@ from functools import lru_cache
 
 from ray.serve import metrics
 
-from actors.scheduling import BusyTracker, TrafficClass
+from actors.scheduling import BusyTracker
+from domain import TrafficClass
 
 
 @lru_cache(maxsize=1)

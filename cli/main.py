@@ -65,10 +65,10 @@ def _round(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     import yaml
 
+    from devices.profiles import ProfileSet
     from placement.emit import emit_config
     from placement.inventory import PlacementInputError, load_demand, load_inventory
     from placement.packer import PLANNERS, PlacementInfeasible
-    from placement.profiles import ProfileSet
     from placement.simulate import simulate
 
     try:

@@ -1,6 +1,8 @@
-"""Domain types, defined once: riders, orders, routes, rounds and plans (no imports of ours)."""
+"""Domain types, defined once: riders, orders, routes, rounds and plans, and the traffic
+classes every queue serves them by (no imports of ours)."""
 
 from domain.geo import EARTH_RADIUS_M, LatLng, LocalProjection, haversine_m
+from domain.traffic import TrafficClass
 from domain.types import (
     MIN_SPEED_MPS,
     Assignment,
@@ -32,6 +34,7 @@ __all__ = [
     "Route",
     "Stop",
     "StopKind",
+    "TrafficClass",
     "Unassigned",
     "UnassignedReason",
     "haversine_m",

@@ -3,8 +3,8 @@
 For experiments at a scale this machine's hardware cannot show (batching on a GPU, several
 cards): each call computes its answer with a real CPU runtime, then sleeps off the CPU until
 the time a profile gives for a call of that many rows has passed (``ModelProfile.latency_ms``
-at p50: the placement profiles' format, measured or assumed). One call at a time per device,
-as on one card. Figures measured with it are emulated and must be labelled so.
+at p50, ``devices.profiles``: measured or assumed). One call at a time per device, as on one
+card. Figures measured with it are emulated and must be labelled so.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ PROFILES = Path(__file__).resolve().parents[1] / "profiles"
 
 
 class EmulatedEtr(EtrRuntime):
-    """inner : a real runtime (the answers); profile : a ``placement.profiles.ModelProfile``
+    """inner : a real runtime (the answers); profile : a ``devices.profiles.ModelProfile``
     (the times)."""
 
     device = "cpu"
@@ -45,7 +45,7 @@ class EmulatedEtr(EtrRuntime):
 def load_emulated(inner: EtrRuntime, spec: str) -> EmulatedEtr:
     """``spec``: a profile JSON file, or a GPU type name (its profile under profiles/etr,
     measured or the scaled estimate). Raises ValueError when neither."""
-    from placement.profiles import ProfileSet, load_profile
+    from devices.profiles import ProfileSet, load_profile
 
     path = Path(spec)
     if path.suffix == ".json":

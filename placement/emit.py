@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from placement.inventory import gpu_types
+from devices.catalog import gpu_types
 from placement.packer import Plan
 
 #: Deployments whose user_config carries a batch size and memory budget.

@@ -1,63 +1,46 @@
-"""What the planner plans with: GPU types, the cards a cluster has, and the demand per model.
+"""What the planner plans with: the cards a cluster has and the demand per model (the GPU
+types are ``devices.catalog``'s).
 
-All three are data (YAML), validated at the edge: a bad file raises ``PlacementInputError``
+Both are data (YAML), validated at the edge: a bad file raises ``PlacementInputError``
 naming the file and the field (``nodes[1].gpus[0].count: Input should be greater than 0``).
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
-from typing import Any, TypeVar
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-CATALOG_PATH = Path(__file__).with_name("gpu_types.yaml")
+from devices.catalog import (
+    CATALOG_PATH,
+    GpuType,
+    catalog_name,
+    gpu_types,
+    local_gpu_type,
+    parse_model,
+    read_yaml,
+)
+from devices.catalog import DeviceInputError as PlacementInputError
 
-
-class PlacementInputError(ValueError):
-    """An inventory, demand or profile file that does not validate (file and field named)."""
-
-
-class GpuType(BaseModel):
-    """One GPU model's datasheet figures (memory in MiB, price in USD per card-hour)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    name: str
-    ray_accelerator: str | None = Field(description="Ray's accelerator_type for this card.")
-    gpu_product: str | None = Field(
-        None, description="Kubernetes node label nvidia.com/gpu.product for this card."
-    )
-    memory_mb: int = Field(gt=0)
-    sm_count: int = Field(gt=0)
-    compute_capability: str
-    fp16_tflops: float = Field(gt=0)
-    mem_bw_gbs: float = Field(gt=0)
-    price_per_hour: float = Field(ge=0)
-    context_mb: int = Field(ge=0, description="One process's CUDA context, MiB.")
-
-    @property
-    def speed(self) -> float:
-        """Relative throughput: geometric mean of FP16 TFLOPS and bandwidth (GB/s)."""
-        return (self.fp16_tflops * self.mem_bw_gbs) ** 0.5
-
-
-class _Catalog(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    types: list[GpuType]
-
-
-@lru_cache(maxsize=1)
-def gpu_types() -> dict[str, GpuType]:
-    """The catalogue in ``placement/gpu_types.yaml`` by name."""
-    catalog = _parse(_Catalog, yaml.safe_load(CATALOG_PATH.read_text()), CATALOG_PATH)
-    return {t.name: t for t in catalog.types}
+__all__ = [
+    "CATALOG_PATH",
+    "Card",
+    "Demand",
+    "GpuType",
+    "Inventory",
+    "ModelDemand",
+    "PlacementInputError",
+    "discover_inventory",
+    "gpu_types",
+    "load_demand",
+    "load_inventory",
+    "local_gpu_type",
+]
 
 
 class GpuGroup(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    type: str = Field(description="A name from placement/gpu_types.yaml (e.g. A10).")
+    type: str = Field(description="A name from devices/gpu_types.yaml (e.g. A10).")
     count: int = Field(gt=0, le=64)
 
     @model_validator(mode="after")
@@ -131,11 +114,11 @@ class Demand(BaseModel):
 
 
 def load_inventory(path: Path) -> Inventory:
-    return _parse(Inventory, _read_yaml(path), path)
+    return parse_model(Inventory, read_yaml(path), path)
 
 
 def load_demand(path: Path) -> Demand:
-    return _parse(Demand, _read_yaml(path), path)
+    return parse_model(Demand, read_yaml(path), path)
 
 
 def discover_inventory() -> Inventory:
@@ -175,48 +158,4 @@ def discover_inventory() -> Inventory:
             nodes.append({"name": node["NodeManagerAddress"], "gpus": gpus})
     if not nodes:
         raise PlacementInputError("no Ray node reports a GPU through pynvml")
-    return _parse(Inventory, {"nodes": nodes}, Path("<discovered>"))
-
-
-def local_gpu_type(index: int = 0) -> str:
-    """The catalogue type of this machine's GPU ``index`` (read with pynvml)."""
-    import pynvml
-
-    pynvml.nvmlInit()
-    try:
-        name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(index))
-    finally:
-        pynvml.nvmlShutdown()
-    return catalog_name(name.decode() if isinstance(name, bytes) else name)
-
-
-def catalog_name(nvml_name: str) -> str:
-    """Map an NVML device name ("NVIDIA H100 80GB HBM3") to a catalogue type ("H100")."""
-    upper = nvml_name.upper()
-    if "A100" in upper:
-        return "A100-80GB"
-    for name in sorted(gpu_types(), key=len, reverse=True):
-        if name.upper() in upper:
-            return name
-    raise PlacementInputError(f"GPU {nvml_name!r} is not in {CATALOG_PATH.name}")
-
-
-def _read_yaml(path: Path) -> Any:
-    try:
-        return yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise PlacementInputError(f"{path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise PlacementInputError(f"{path}: not valid YAML ({exc})") from exc
-
-
-T = TypeVar("T", bound=BaseModel)
-
-
-def _parse(cls: type[T], raw: Any, path: Path) -> T:
-    try:
-        return cls.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
-        raise PlacementInputError(f"{path}: {loc.lstrip('.') or '(top)'}: {err['msg']}") from exc
+    return parse_model(Inventory, {"nodes": nodes}, Path("<discovered>"))

@@ -8,7 +8,7 @@ cluster around it:
 * a CPU worker group for the deployments that ask no GPU, sized by their CPUs at most replicas;
 * one worker group per GPU type the deployments ask for (``ray_actor_options.accelerator_type``,
   which ``orml plan`` writes): its pods go to nodes with that card by NVIDIA GPU Feature
-  Discovery's ``nvidia.com/gpu.product`` label (``placement/gpu_types.yaml``: ``gpu_product``),
+  Discovery's ``nvidia.com/gpu.product`` label (``devices/gpu_types.yaml``: ``gpu_product``),
   take ``nvidia.com/gpu`` cards each and tolerate the GPU nodes' taint. Ray detects the card in
   the pod and sets the ``accelerator_type:<T>`` resource the replicas are scheduled by. The
   group has as many pods as the deployments need whole cards (replicas x ``num_gpus``, summed
@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from placement.inventory import gpu_types
+from devices.catalog import gpu_types
 
 #: The keys of a Secret the pods read their secrets from (all optional in the Secret):
 #: deploy/production.yaml's header says what each is.
@@ -102,7 +102,7 @@ def _gpu_group(accelerator: str, cards: float, o: RayServiceOptions) -> dict[str
     if gpu is not None and gpu.gpu_product:
         spec["nodeSelector"] = {"nvidia.com/gpu.product": gpu.gpu_product}
     elif accelerator != "any":
-        raise ValueError(f"accelerator_type {accelerator!r} is not in placement/gpu_types.yaml")
+        raise ValueError(f"accelerator_type {accelerator!r} is not in devices/gpu_types.yaml")
     return {
         "groupName": f"gpu-{accelerator.lower()}",
         "replicas": pods,

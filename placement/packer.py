@@ -31,8 +31,8 @@ from typing import Literal
 
 import numpy as np
 
+from devices.profiles import ModelProfile, ProfileSet
 from placement.inventory import Card, Demand, Inventory, ModelDemand
-from placement.profiles import ModelProfile, ProfileSet
 
 SHARES = (0.25, 0.5, 1.0)
 RHO_MAX = 0.85

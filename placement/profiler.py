@@ -60,7 +60,7 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
             times.append((time.perf_counter() - t0) * 1e3)
     if backend == "cupy":
         workspace_mb = xp.get_default_memory_pool().total_bytes() / 2**20
-        from placement.inventory import local_gpu_type
+        from devices.catalog import local_gpu_type
 
         device_type = local_gpu_type()
     else:

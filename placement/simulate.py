@@ -18,9 +18,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Literal
 
+from devices.profiles import ProfileSet
 from placement.inventory import Demand
 from placement.packer import Plan
-from placement.profiles import ProfileSet
 
 Arrivals = Literal["poisson", "bursty"]
 

@@ -1,7 +1,7 @@
 """Seeded, plausible model zoos, inventories and demands for the benchmark and property tests.
 
 A synthetic model is profiled (as an estimate, flagged) on the A10 and scaled to other types by
-``placement.profiles``' rule: weights 0.5-6 GiB, workspace 0.1-1 GiB, activations 0.2-8 MiB
+``devices.profiles``' rule: weights 0.5-6 GiB, workspace 0.1-1 GiB, activations 0.2-8 MiB
 per row, latency(b) = fixed 0.3-3 ms + per-row cost x b^0.85 (batching amortises the fixed
 part), p99 = 1.3 x p50.
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import random
 
+from devices.profiles import ModelProfile, ProfilePoint, ProfileSet
 from placement.inventory import Demand, Inventory, gpu_types
-from placement.profiles import ModelProfile, ProfilePoint, ProfileSet
 
 BATCHES = (1, 2, 4, 8, 16, 32, 64, 128)
 

@@ -23,9 +23,8 @@ from fastapi_offline import FastAPIOffline
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
-from actors.scheduling import TrafficClass
 from config import get_settings
-from domain import DispatchPlan, DispatchRound
+from domain import DispatchPlan, DispatchRound, TrafficClass
 from serve_app import http_edge
 from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache

@@ -21,7 +21,7 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from actors.scheduling import TrafficClass
+from domain import TrafficClass
 from serve_app.pipeline.context import CallContext, context_from_metadata
 from serve_app.pipeline.errors import (
     FieldError,

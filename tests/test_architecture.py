@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
-    *("domain", "kernels", "planner", "etr", "cache", "config"),
+    *("domain", "kernels", "planner", "etr", "cache", "config", "devices"),
     *("actors", "serve_app", "placement", "ops", "cli"),
 )
 #: What each package may import from the others (its own modules always).
@@ -24,12 +24,16 @@ ALLOWED = {
     "kernels": {"domain", "config"},
     "planner": {"domain", "kernels", "config"},
     "cache": {"config"},
-    "etr": {"domain", "kernels", "config", "placement"},
-    "placement": {"domain", "kernels", "planner", "etr", "config"},
-    "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "placement"},
+    # Device knowledge (GPU catalogue, profiles) sits below what sizes and emulates devices.
+    "devices": {"config"},
+    "etr": {"domain", "kernels", "config", "devices"},
+    # Placement plans from device knowledge, beside the app, off the request path.
+    "placement": {"domain", "kernels", "planner", "etr", "config", "devices"},
+    "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "devices"},
     "serve_app": {"domain", "kernels", "planner", "etr", "cache", "config", "actors"},
     # Operator tooling sits above the server: it starts, drives and measures it.
-    "ops": {"domain", "kernels", "planner", "etr", "cache", "config", "actors", "serve_app"},
+    "ops": {"domain", "kernels", "planner", "etr", "cache", "config", "devices", "actors"}
+    | {"serve_app", "placement"},
     "cli": set(PACKAGES) - {"cli"},
 }
 

@@ -1,5 +1,5 @@
-"""Scheduling logic as plain Python: traffic classes, the classed batch queue, Busy, the
-online-first gate, replica ranking, the Busy autoscaling decision.
+"""Scheduling logic as plain Python: the classed batch queue, Busy, the online-first gate,
+replica ranking, the Busy autoscaling decision (the traffic classes are ``domain``'s).
 
 Nothing here imports Ray, FastAPI or gRPC (a test holds it to that): the deployments in
 ``actors/`` and the ingress in ``serve_app/`` adapt Serve's objects to these, and the unit tests
@@ -11,7 +11,6 @@ from actors.scheduling.batch_queue import Batch, BatchQueue, Slice
 from actors.scheduling.busy import BusyTracker
 from actors.scheduling.gate import PriorityGate
 from actors.scheduling.routing import ReplicaView, RoutingPolicy, rank
-from actors.scheduling.traffic import TrafficClass
 
 __all__ = [
     "Batch",
@@ -23,7 +22,6 @@ __all__ = [
     "ReplicaView",
     "RoutingPolicy",
     "Slice",
-    "TrafficClass",
     "desired_replicas",
     "rank",
 ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from actors.scheduling.traffic import TrafficClass
+from domain import TrafficClass
 
 
 @dataclass(frozen=True)

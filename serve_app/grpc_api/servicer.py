@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from google.protobuf.message import DecodeError, Message
 from pydantic import ValidationError
 
-from actors.scheduling import TrafficClass
+from domain import TrafficClass
 from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import convert, wire
 from serve_app.grpc_api import orml_pb2 as pb

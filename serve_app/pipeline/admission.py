@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from actors.scheduling import TrafficClass
+from domain import TrafficClass
 from serve_app.pipeline.context import CallContext, Clock
 from serve_app.pipeline.errors import Overloaded
 

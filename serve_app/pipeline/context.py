@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from actors.scheduling import TrafficClass
+from domain import TrafficClass
 from serve_app.pipeline.errors import InvalidInput
 
 Clock = Callable[[], float]

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.scheduling import BatchQueue, Slice, TrafficClass
+from actors.scheduling import BatchQueue, Slice
+from domain import TrafficClass
 
 ON, OFF = TrafficClass.ONLINE, TrafficClass.OFFLINE
 

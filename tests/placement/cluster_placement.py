@@ -20,10 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import numpy as np
 import yaml
 
+from devices.profiles import ProfileSet
 from placement.emit import emit_config
 from placement.inventory import Inventory, load_demand
 from placement.packer import PlacementInfeasible, plan_milp
-from placement.profiles import ProfileSet
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
 

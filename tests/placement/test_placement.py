@@ -15,10 +15,10 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devices.profiles import ProfileSet, load_profile
 from placement.emit import emit_config
 from placement.inventory import PlacementInputError, load_demand, load_inventory
 from placement.packer import PLANNERS, PlacementInfeasible
-from placement.profiles import ProfileSet, load_profile
 from placement.simulate import simulate
 from placement.synthetic import demand_mix, mixed_inventory, model_zoo
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from actors.scheduling import TrafficClass
+from domain import TrafficClass
 from serve_app.pipeline import CallContext, Lane, Overloaded
 
 ON, OFF = TrafficClass.ONLINE, TrafficClass.OFFLINE

@@ -14,7 +14,7 @@ from google.rpc import error_details_pb2, status_pb2
 from starlette.requests import Request
 
 from actors.errors import DeviceUnhealthy
-from actors.scheduling import TrafficClass
+from domain import TrafficClass
 from planner import dispatch_round, generate_round
 from serve_app import http_edge
 from serve_app.errors import ERROR_TABLE, answer_for, retry_after_header, retry_after_s

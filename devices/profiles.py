@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from placement.inventory import GpuType, PlacementInputError, gpu_types
+from devices.catalog import DeviceInputError, GpuType, gpu_types
 
 LAUNCH_FLOOR_MS = 0.02
 
@@ -37,7 +37,7 @@ class ModelProfile(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     model: str
-    device_type: str = Field(description="A name from placement/gpu_types.yaml.")
+    device_type: str = Field(description="A name from devices/gpu_types.yaml.")
     runtime: str = ""
     measured: str | None = Field(None, description="Date measured; None for an estimate.")
     estimate: bool = False
@@ -115,13 +115,13 @@ class ProfileSet:
         return {m for m, _ in self._measured}
 
     def get(self, model: str, device_type: str) -> ModelProfile:
-        """Raises PlacementInputError when no profile of ``model`` exists at all."""
+        """Raises DeviceInputError when no profile of ``model`` exists at all."""
         if (model, device_type) in self._measured:
             return self._measured[(model, device_type)]
         refs = [p for (m, _), p in self._measured.items() if m == model and not p.estimate]
         refs = refs or [p for (m, _), p in self._measured.items() if m == model]
         if not refs:
-            raise PlacementInputError(f"no profile for model {model!r} (profiles/{model}/)")
+            raise DeviceInputError(f"no profile for model {model!r} (profiles/{model}/)")
         # Scale from the fastest measured device: the smallest extrapolation.
         ref = max(refs, key=lambda p: gpu_types()[p.device_type].speed)
         return ref.scaled_to(gpu_types()[device_type])
@@ -132,7 +132,7 @@ def load_profile(path: Path) -> ModelProfile:
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise PlacementInputError(f"{path}: {exc}") from exc
+        raise DeviceInputError(f"{path}: {exc}") from exc
     if "device_type" not in raw and "process_rss_before_load_bytes" in raw:
         raw = _from_bench_etr(raw)
     try:
@@ -140,9 +140,9 @@ def load_profile(path: Path) -> ModelProfile:
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        raise PlacementInputError(f"{path}: {where}: {err['msg']}") from exc
+        raise DeviceInputError(f"{path}: {where}: {err['msg']}") from exc
     if profile.device_type not in gpu_types():
-        raise PlacementInputError(f"{path}: device_type: unknown type {profile.device_type!r}")
+        raise DeviceInputError(f"{path}: device_type: unknown type {profile.device_type!r}")
     return profile
 
 
