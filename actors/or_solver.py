@@ -33,8 +33,13 @@ from domain import DispatchWeights, TrafficClass
 from kernels import compiled
 from kernels.backend import module_for, resolve_backend
 from planner import generate_round
-from planner.dispatch_round import Assigned, RoundArrays, price_candidates, solve_round
-from planner.dispatch_round import round_arrays as pack_arrays
+from planner.dispatch_round import (
+    Assigned,
+    RoundArrays,
+    price_candidates,
+    round_arrays,
+    solve_round,
+)
 
 #: The most of a call's deadline its watchdog waits for (x-timeout-ms may ask for an hour):
 #: past this plus ``watchdog_s`` a round still computing is taken for a wedged device.
@@ -77,7 +82,7 @@ class OrSolverDeployment:
         self.replica = replica_id()
         self.backend = resolve_backend(backend)
         self.xp = module_for(self.backend)
-        _, probe = pack_arrays(generate_round(8, 4, seed=123))
+        _, probe = round_arrays(generate_round(8, 4, seed=123))
         self._probe = probe.to(self.xp)
         self._weights = DispatchWeights()
         self._jit_pending = self.backend == "numpy"  # the compiled CPU builds, see check_health

@@ -45,7 +45,7 @@ from kernels.insertion_costs import insertion_costs
 from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
 from kernels.schedule import schedule
-from planner.packing import PackedRound, pack_round
+from planner.round_to_arrays import PackedRound, pack_round
 
 STAGES = ("pack", "etr", "solve", "unpack")
 SOLVE_STEPS = ("insertion_ms", "assign_ms", "insert_ms", "improve_ms")

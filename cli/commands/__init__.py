@@ -1,0 +1,1 @@
+"""One module per ``orml`` command: ``register(sub)`` adds its parser, ``run(args)`` runs it."""

@@ -1,0 +1,104 @@
+"""``orml serve``: start a local Ray, deploy the app, block until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``orml serve`` and its options to the command line's subcommands."""
+    srv = sub.add_parser("serve", help="start a local Ray, deploy the app, block until Ctrl-C")
+    srv.add_argument(
+        "--config",
+        type=Path,
+        default=Path("deploy.yaml"),
+        help="the Ray Serve config to deploy (default: deploy.yaml)",
+    )
+    srv.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
+    srv.add_argument(
+        "--grpc-port", type=int, default=None, help="gRPC port (default: the config's)"
+    )
+    srv.add_argument(
+        "--dashboard-port", type=int, default=8265, help="the Ray dashboard (default: 8265)"
+    )
+    srv.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        help="Ray's Prometheus export of every process's metrics (default: 8080)",
+    )
+    srv.add_argument(
+        "--ray-default-mode",
+        action="store_true",
+        help="without Ray Serve's throughput mode (HAProxy ingress, direct gRPC)",
+    )
+    srv.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from ops import local
+    from ops.launch import start
+
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+        # A signal to the whole process group takes Ray's processes down with us: a Ray call
+        # this process is blocked in may then wait out Ray's 60 s reconnection timeout, so the
+        # handler (which Ray's waits run) ends the process itself.
+        if local.cluster_going_down():
+            print("stopping: the process group got the signal", flush=True)
+            local.abandon()
+            _stopped(cleanly=False)
+
+    # SIGTERM (systemd, Docker, Kubernetes) stops as cleanly as Ctrl-C, at any moment: the
+    # start checks `stop` while it waits, and `local.start` puts these handlers back after
+    # ray.init (inside it, Ray's own handler raises SystemExit, caught below).
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)
+    try:
+        launched = start(
+            args.config,
+            throughput_mode=not args.ray_default_mode,
+            port=args.port,
+            grpc_port=args.grpc_port,
+            dashboard_port=args.dashboard_port,
+            metrics_port=args.metrics_port,
+            stop=stop,
+        )
+    except BaseException as exc:
+        # A signal during start-up: as a stop request (`stop`), inside ray.init as Ray's
+        # SystemExit, or as the error of a wait it cut short.
+        signalled = stop.is_set() or isinstance(exc, SystemExit | KeyboardInterrupt)
+        if not signalled:
+            local.stop_if_started()
+            raise
+        print("stopping during start-up ...", flush=True)
+        return _stopped(local.stop_if_started())
+    ep = launched.endpoints
+    for note in launched.notes:
+        print(f"sized for this machine: {note}")
+    print(f"API        {ep.http}   POST /v1/dispatch, /v1/etr, /v1/routes/solve; GET /readyz")
+    print(f"OpenAPI    {ep.http}/docs")
+    print(f"gRPC       {ep.grpc}   orml.v1.Orml (serve_app/grpc_api/orml.proto)")
+    print(f"Dashboard  {ep.dashboard}   (log in with the token `ray get-auth-token` prints)")
+    print(f"Metrics    {ep.metrics}   (Prometheus scrape target)")
+    print("Ctrl-C or SIGTERM stops.", flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("stopping ...", flush=True)
+    return _stopped(local.stop())
+
+
+def _stopped(cleanly: bool) -> int:
+    print("stopped", flush=True)
+    if not cleanly:  # Ray's client is left connected to a dying cluster: see local.stop
+        sys.stderr.flush()
+        os._exit(0)
+    return 0
