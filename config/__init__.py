@@ -1,6 +1,7 @@
-"""Process-wide settings read from the environment (the only module that reads os.environ)."""
+"""Process-wide settings read from the environment (the only package that reads os.environ;
+``ops.local`` writes the environment of the Ray processes it starts)."""
 
-from config.secrets import read_secret
+from config.secrets import read_env, read_file, read_secret
 from config.settings import Settings, get_settings
 
-__all__ = ["Settings", "get_settings", "read_secret"]
+__all__ = ["Settings", "get_settings", "read_env", "read_file", "read_secret"]

@@ -11,15 +11,28 @@ import os
 from pathlib import Path
 
 
+def read_env(name: str | None) -> str | None:
+    """The environment variable ``name``, surrounding whitespace dropped; None when it is
+    unset or empty (or ``name`` is None). Every read of the environment goes through here or
+    ``config.settings``."""
+    value = os.environ.get(name, "").strip() if name else ""
+    return value or None
+
+
+def read_file(file: Path) -> str:
+    """A secret file's text; ValueError naming the file when it cannot be read."""
+    try:
+        return Path(file).read_text()
+    except OSError as exc:
+        raise ValueError(f"{file}: cannot read ({exc.strerror or exc})") from None
+
+
 def read_secret(env: str | None, file: Path | None) -> str | None:
     """The secret in the environment variable ``env`` or else in ``file`` (surrounding
     whitespace dropped); None when neither is set. ValueError naming the file when it cannot
     be read."""
-    if env and os.environ.get(env):
-        return os.environ[env].strip()
+    if (value := read_env(env)) is not None:
+        return value
     if file is not None:
-        try:
-            return Path(file).read_text().strip() or None
-        except OSError as exc:
-            raise ValueError(f"{file}: cannot read ({exc.strerror or exc})") from None
+        return read_file(file).strip() or None
     return None

@@ -27,6 +27,8 @@ import os
 import re
 import sys
 
+from config.secrets import read_env
+
 LANES_ENV = "ORML_HAPROXY_LANES"
 REAL_BINARY_ENV = "ORML_HAPROXY_REAL_BINARY"
 #: How long a request past a lane's capacity waits in HAProxy's queue for a slot, then 503.
@@ -115,7 +117,7 @@ def _route_prefix(config: str, backend: str) -> str:
 
 def main(argv: list[str]) -> None:
     """The wrapper: rewrite the config named after ``-f``, then run the real HAProxy."""
-    lanes = json.loads(os.environ.get(LANES_ENV, "{}"))
+    lanes = json.loads(read_env(LANES_ENV) or "{}")
     if "-f" in argv:
         path = argv[argv.index("-f") + 1]
         if os.path.isfile(path):
@@ -123,7 +125,9 @@ def main(argv: list[str]) -> None:
                 config = f.read()
             with open(path, "w") as f:
                 f.write(rewrite(config, lanes))
-    real = os.environ[REAL_BINARY_ENV]
+    real = read_env(REAL_BINARY_ENV)
+    if real is None:
+        raise SystemExit(f"{REAL_BINARY_ENV} is not set: the real HAProxy binary is unknown")
     os.execv(real, [real, *argv])
 
 

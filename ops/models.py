@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from config.secrets import read_env, read_secret
 from etr.repository import DEFAULT_ROOT, versions
 
 DEPLOYMENT = "Etr"
@@ -148,10 +148,8 @@ def with_unloaded(config: dict[str, Any], app: str, version: str) -> dict[str, A
 def cluster_token() -> str | None:
     """The cluster's auth token where Ray keeps it: $RAY_AUTH_TOKEN, the file
     $RAY_AUTH_TOKEN_PATH names, or ~/.ray/auth_token (None: none here)."""
-    if os.environ.get("RAY_AUTH_TOKEN"):
-        return os.environ["RAY_AUTH_TOKEN"].strip()
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-    return path.read_text().strip() if path.is_file() else None
+    path = Path(read_env("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    return read_secret("RAY_AUTH_TOKEN", path if path.is_file() else None)
 
 
 def client(address: str | None):
@@ -161,7 +159,7 @@ def client(address: str | None):
 
     token = cluster_token()
     return ServeSubmissionClient(
-        address or os.environ.get("RAY_DASHBOARD_ADDRESS", DEFAULT_ADDRESS),
+        address or read_env("RAY_DASHBOARD_ADDRESS") or DEFAULT_ADDRESS,
         headers={"Authorization": f"Bearer {token}"} if token else None,
     )
 

@@ -14,6 +14,7 @@ import asyncio
 import gc
 import logging
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import HTTPException, Request
@@ -52,7 +53,7 @@ from serve_app.pipeline import (
     SolveCall,
 )
 from serve_app.pipeline.api_keys import ApiKeys
-from serve_app.pipeline.context import safe_request_id
+from serve_app.pipeline.context import context_from_metadata, safe_request_id
 from serve_app.pipeline.errors import Unauthenticated
 from serve_app.request_metrics import RequestMetrics
 from serve_app.schemas import (
@@ -217,10 +218,18 @@ class DispatchIngress(GrpcIngress):
         api.state.ingress = self  # last: the direct routes may call it from now on
 
     def _context(self, request: Request, traffic_class: TrafficClass, endpoint: str) -> CallContext:
-        self.api_keys.check(endpoint, request.headers.get("authorization"))
+        return self.call_context(request.headers, traffic_class, endpoint)
+
+    def call_context(
+        self, metadata: Mapping[str, str], traffic_class: TrafficClass, endpoint: str
+    ) -> CallContext:
+        """A request's context, built in this one place for HTTP (its headers) and gRPC (its
+        metadata): the caller's key checked for ``endpoint`` (``Unauthenticated`` /
+        ``Forbidden``), then its deadline, class and request id (``context_from_metadata``)."""
+        self.api_keys.check(endpoint, metadata.get("authorization"))
         a = self.args.admission
         key = None if a.priority_key is None else a.priority_key.get_secret_value()
-        return http_edge.context(request, traffic_class, a.default_timeout_s, key)
+        return context_from_metadata(metadata, traffic_class, a.default_timeout_s, key)
 
     # ---- Python API -------------------------------------------------------------------------
     async def plan(

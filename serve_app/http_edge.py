@@ -21,8 +21,6 @@ from fastapi import Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ValidationError
 
-from domain import TrafficClass
-from serve_app.pipeline.context import CallContext, context_from_metadata
 from serve_app.pipeline.errors import (
     FieldError,
     InvalidInput,
@@ -169,13 +167,3 @@ def encode(request: Request, content: Any, status_code: int = 200, headers: Any 
         return Response(body, status_code, headers, media_type=MSGPACK)
     body = orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
     return Response(body, status_code, headers, media_type=JSON)
-
-
-def context(
-    request: Request,
-    traffic_class: TrafficClass,
-    default_timeout_s: float,
-    priority_key: str | None = None,
-) -> CallContext:
-    """The request's context from its headers (``context_from_metadata``)."""
-    return context_from_metadata(request.headers, traffic_class, default_timeout_s, priority_key)

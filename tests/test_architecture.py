@@ -8,6 +8,7 @@ inside functions (a lazy import is still a dependency).
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,3 +137,20 @@ def test_the_pipeline_and_the_scheduling_logic_load_no_ray_fastapi_or_grpc():
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_only_config_reads_the_environment():
+    """Settings are read in one place (``config``); ``ops.local`` writes the environment of the
+    Ray processes it starts (and restores what it changed), which is not reading a setting."""
+    read = re.compile(r"os\.getenv\(|os\.environ\.get\(|os\.environ\[[^\]]+\](?!\s*=)")
+    allowed = {ROOT / "ops" / "local.py"}
+    bad = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for pkg in PACKAGES
+        if pkg != "config"
+        for path in (ROOT / pkg).rglob("*.py")
+        if path not in allowed
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if read.search(line)
+    ]
+    assert not bad, bad

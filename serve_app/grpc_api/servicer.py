@@ -11,7 +11,7 @@ on the context, a ``google.rpc.Status`` (field violations, RetryInfo) in the
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -29,7 +29,6 @@ from serve_app.pipeline import (
     InvalidInput,
     TooLarge,
 )
-from serve_app.pipeline.context import context_from_metadata
 from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
 
 R = TypeVar("R", bound=Message)
@@ -38,13 +37,13 @@ ENDPOINT_METHODS = {"dispatch": "Dispatch", "etr": "Etr", "solve": "SolveRoutes"
 
 
 class GrpcIngress:
-    """Mixed into the ingress deployment, which provides ``pipeline``, ``args`` and ``etr``."""
+    """Mixed into the ingress deployment, which provides ``pipeline``, ``args``, ``models``
+    and ``call_context`` (the request context, built as for HTTP)."""
 
     pipeline: Any
     args: Any
-    etr: Any
     models: Any  # serve_app.schemas.RequestModels
-    api_keys: Any  # serve_app.pipeline.api_keys.ApiKeys
+    call_context: Callable[[Mapping[str, str], TrafficClass, str], CallContext]
 
     async def Dispatch(  # noqa: N802
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
@@ -133,11 +132,7 @@ class GrpcIngress:
     ) -> R:
         try:
             metadata = dict(grpc_context.invocation_metadata())
-            self.api_keys.check(endpoint, metadata.get("authorization"))
-            a = self.args.admission
-            key = None if a.priority_key is None else a.priority_key.get_secret_value()
-            ctx = context_from_metadata(metadata, traffic_class, a.default_timeout_s, key)
-            return await run(ctx)
+            return await run(self.call_context(metadata, traffic_class, endpoint))
         except Exception as exc:
             answer = answer_for(exc)
             detail = detail_for(exc, grpc_context.request_id() or "")

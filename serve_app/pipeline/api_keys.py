@@ -17,11 +17,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from config.secrets import read_env, read_file
 from serve_app.pipeline.errors import Forbidden, Unauthenticated
 
 log = logging.getLogger("orml.serve")
@@ -76,13 +76,10 @@ class ApiKeys:
         Tokens configured while nothing is protected are a deployment that meant to be
         closed and is open: said as a warning at start."""
         keys = []
-        if env_var and os.environ.get(env_var):
-            keys += parse_tokens(os.environ[env_var], f"${env_var}")
+        if (tokens := read_env(env_var)) is not None:
+            keys += parse_tokens(tokens, f"${env_var}")
         if file is not None:
-            try:
-                keys += parse_tokens(Path(file).read_text(), str(file))
-            except OSError as exc:
-                raise ValueError(f"{file}: cannot read ({exc.strerror or exc})") from None
+            keys += parse_tokens(read_file(file), str(file))
         protected = list(protected)
         if keys and not protected:
             log.warning(
