@@ -3,41 +3,14 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import Any
 
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, Quantisation, RedisL2
 from cache.seal import Seal
 from config import get_settings, read_secret
 from serve_app.config import CacheArgs
+from serve_app.pipeline.ports import ReplicaCache
 
 log = logging.getLogger("orml.cache")
-
-
-@dataclass
-class ReplicaCache:
-    """The replica's cache and how long its entries live (ETR rows and answers: ``ttl_s``;
-    static solutions: ``solve_ttl_s``)."""
-
-    cache: MultiLevelCache
-    ttl_s: float
-    quant: Quantisation
-    redis_url: str | None
-    solve_ttl_s: float = 3600.0
-
-    def describe(self) -> dict[str, Any]:
-        stats = self.cache.stats
-        return {
-            "levels": "l1+l2" if self.redis_url else "l1",
-            "l1_bytes": self.cache.l1.bytes_held,
-            "hits": {f"{lvl}:{ns}": n for (lvl, ns), n in stats.hits.items()},
-            "misses": dict(stats.misses),
-            "redis_errors": stats.redis_errors,
-            "decode_errors": stats.decode_errors,
-            "rejected": dict(stats.rejected),
-            "pool_busy": stats.pool_busy,
-            "breaker": None if self.cache.l2 is None else self.cache.l2.breaker.state.value,
-        }
 
 
 def build_cache(cfg: CacheArgs) -> ReplicaCache | None:

@@ -154,3 +154,20 @@ def test_only_config_reads_the_environment():
         if read.search(line)
     ]
     assert not bad, bad
+
+
+def test_the_pipeline_loads_only_the_floors_below_it_and_its_own_modules():
+    """``serve_app.pipeline`` reaches ``domain``, ``kernels``, ``planner``, ``etr`` and ``cache``
+    and nothing else of ours: not the app's config, not the deployments, not Serve."""
+    code = (
+        "import sys, serve_app.pipeline\n"
+        "ours = {'domain', 'kernels', 'planner', 'etr', 'cache', 'config', 'devices', 'actors',\n"
+        "        'serve_app', 'placement', 'ops', 'cli'}\n"
+        "loaded = {m for m in sys.modules if m.split('.')[0] in ours}\n"
+        "outside = {m for m in loaded if m.split('.')[0] not in\n"
+        "           {'domain', 'kernels', 'planner', 'etr', 'cache', 'serve_app'}}\n"
+        "app = {m for m in loaded if m.startswith('serve_app.') and\n"
+        "       not m.startswith('serve_app.pipeline')}\n"
+        "assert not outside and not app, sorted(outside | app)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -40,13 +40,12 @@ from etr import Prediction
 from etr.features import features_from_orders
 from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
 from planner.pdptw.instance import Instance
-from serve_app.cache_setup import ReplicaCache
-from serve_app.config import Limits
 from serve_app.pipeline.admission import Admission
 from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.errors import InvalidInput, TooLarge
-from serve_app.pipeline.ports import EtrModel, Solver
+from serve_app.pipeline.limits import Limits
+from serve_app.pipeline.ports import EtrModel, ReplicaCache, Solver
 
 T = TypeVar("T")
 #: The request's own bytes (and anything else that changes its answer), read once admitted:

@@ -7,10 +7,12 @@ time and raise the pipeline's errors (``serve_app.pipeline.errors``), never Ray'
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
+from cache import MultiLevelCache, Quantisation
 from domain import DispatchWeights
 from etr import Prediction
 from planner.dispatch_round import Assigned, RoundArrays
@@ -52,3 +54,30 @@ class EtrModel(Protocol):
         """Whether rows are computed in this process, at microseconds each (then caching rows
         costs more than computing them, and the pipeline does not)."""
         ...
+
+
+@dataclass
+class ReplicaCache:
+    """The replica's result cache as the pipeline uses it, and how long its entries live (ETR
+    rows and answers: ``ttl_s``; static solutions: ``solve_ttl_s``). Built from the app's
+    args by ``serve_app.cache_setup.build_cache``."""
+
+    cache: MultiLevelCache
+    ttl_s: float
+    quant: Quantisation
+    redis_url: str | None
+    solve_ttl_s: float = 3600.0
+
+    def describe(self) -> dict[str, Any]:
+        stats = self.cache.stats
+        return {
+            "levels": "l1+l2" if self.redis_url else "l1",
+            "l1_bytes": self.cache.l1.bytes_held,
+            "hits": {f"{lvl}:{ns}": n for (lvl, ns), n in stats.hits.items()},
+            "misses": dict(stats.misses),
+            "redis_errors": stats.redis_errors,
+            "decode_errors": stats.decode_errors,
+            "rejected": dict(stats.rejected),
+            "pool_busy": stats.pool_busy,
+            "breaker": None if self.cache.l2 is None else self.cache.l2.breaker.state.value,
+        }
