@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import resource
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,3 +33,18 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def run_hey(url: str, body_path: Path, args: list[str]) -> tuple[str, float]:
+    """One ``hey`` run POSTing the JSON in ``body_path`` to ``url`` with ``args`` (``-z``,
+    ``-c``, ``-q``, ``-o csv``, ...): its output and the CPU seconds it used (the generator
+    shares the box with the server, so benches report it)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        ["hey", *args, "-m", "POST", "-T", "application/json", "-D", str(body_path), url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return out, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

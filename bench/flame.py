@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-from common import log, parser
+from common import log, parser, run_hey
 
 from ops import local
 from serve_app.config import DispatchAppArgs
@@ -90,8 +90,7 @@ def main() -> None:
         )
         local.wait_ready(ep.http)
         url = f"{ep.http}/v1/etr"
-        hey = ["hey", "-m", "POST", "-T", "application/json", "-D", str(body)]
-        subprocess.run([*hey, "-z", "3s", "-c", "8", url], capture_output=True, check=True)
+        run_hey(url, body, ["-z", "3s", "-c", "8"])  # warm
         procs = serve_processes()
         log(f"sampling {', '.join(f'{k} ({p.pid})' for k, p in procs.items())}")
         spies = {
@@ -118,12 +117,7 @@ def main() -> None:
         }
         time.sleep(0.5)  # py-spy attaches
         before = {role: cpu_s(p) for role, p in procs.items()}
-        out = subprocess.run(
-            [*hey, "-z", f"{seconds}s", "-c", str(args.concurrency), url],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        out, _ = run_hey(url, body, ["-z", f"{seconds}s", "-c", str(args.concurrency)])
         after = {role: cpu_s(p) for role, p in procs.items()}
         for role, spy in spies.items():
             if spy.wait() != 0:

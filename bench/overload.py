@@ -22,8 +22,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import resource
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
-from common import log, parser, write_csv
+from common import log, parser, run_hey, write_csv
 
 from ops import local
 from ops.loadgen import HttpLoad, encode_request
@@ -45,27 +43,7 @@ MULTIPLES = (3, 6, 10)
 
 def hey_csv(url: str, body_path: Path, args: list[str]) -> tuple[list[tuple[float, int]], float]:
     """(seconds, status) of every request of one ``hey`` run, and hey's CPU seconds."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(
-        [
-            "hey",
-            *args,
-            "-m",
-            "POST",
-            "-T",
-            "application/json",
-            "-D",
-            str(body_path),
-            "-o",
-            "csv",
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out, cpu = run_hey(url, body_path, [*args, "-o", "csv"])
     rows = csv.DictReader(io.StringIO(out))
     return [(float(r["response-time"]), int(r["status-code"])) for r in rows], cpu
 

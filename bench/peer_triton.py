@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import resource
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common import log, parser, write_csv
+from common import log, parser, run_hey, write_csv
 
 from ops import local
 from ops.hostile import order
@@ -91,28 +90,7 @@ def hey(url: str, body: bytes, concurrency: int, seconds: float) -> dict:
     """One ``hey`` run: requests/s, p50/p99 ms, non-200 answers, hey's CPU share."""
     path = Path("/tmp") / f"orml-peer-body-{os.getpid()}"
     path.write_bytes(body)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(
-        [
-            "hey",
-            "-z",
-            f"{seconds}s",
-            "-c",
-            str(concurrency),
-            "-m",
-            "POST",
-            "-T",
-            "application/json",
-            "-D",
-            str(path),
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out, cpu = run_hey(url, path, ["-z", f"{seconds}s", "-c", str(concurrency)])
 
     def pct(p: int) -> float:
         got = re.search(rf"{p}% in ([\d.]+) secs", out)
