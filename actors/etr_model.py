@@ -38,13 +38,12 @@ from actors.faults import replica_id
 from actors.metrics import ModelMetrics
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
-from actors.scheduling import BatchQueue
+from actors.scheduling import BatchQueue, OfflinePacing
 from domain import TrafficClass
 from etr import Prediction, load_artifact, load_runtime, versions
 from etr.runtime import EtrRuntime, check_features
 
 log = logging.getLogger("orml.etr")
-ONLINE_RECENT_S = 1.0  # online traffic seen this recently caps the offline rows of a call
 
 
 def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: float) -> None:
@@ -198,7 +197,7 @@ class EtrDeployment:
             stuck_after_s=self.settings.stuck_after_s,
         )
         self._queue = BatchQueue(self.config.offline_aging_s)
-        self._online_at = -math.inf  # monotonic time of the last online request
+        self._pacing = OfflinePacing(self.config.offline_rows_while_online)
         self._pending: dict[int, _Pending] = {}
         self._has_work: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -233,6 +232,7 @@ class EtrDeployment:
             # the new one. Requests already queued keep the model they arrived under.
             self.models, self.serving, self.config = models, serving, config
             self._queue.offline_aging_s = config.offline_aging_s
+            self._pacing.rows_while_online = config.offline_rows_while_online
             if self.guard is None:  # armed once, with the first model (it probes at once)
                 self.guard = replica_guard(serving.runtime.device, self._probe, self.settings)
 
@@ -292,7 +292,7 @@ class EtrDeployment:
         self, features: np.ndarray, cls: TrafficClass, timeout_s: float, model: LoadedModel
     ) -> np.ndarray:
         if cls is TrafficClass.ONLINE:
-            self._online_at = time.monotonic()
+            self._pacing.saw_online(time.monotonic())
         if not self.config.batching:
             return await self._run_alone(features, cls, model)
         if self.inline_calls:
@@ -381,20 +381,10 @@ class EtrDeployment:
                     offset += n
 
     def _offline_cap(self) -> int:
-        """Offline rows one call may carry now (max_batch_size with no recent online work)."""
-        if time.monotonic() - self._online_at >= ONLINE_RECENT_S:
-            return self.config.max_batch_size
-        return min(self.config.offline_rows_while_online, self.config.max_batch_size)
+        return self._pacing.offline_cap(time.monotonic(), self.config.max_batch_size)
 
     def _offline_hold_s(self) -> float:
-        """How long only-offline work should wait now: while online requests keep arriving, an
-        offline-only call would hold the device for its whole length from the next online
-        request (calls are not preempted), so offline rows ride along with online ones instead,
-        or run once online traffic has paused for ``ONLINE_RECENT_S``."""
-        now = time.monotonic()
-        if self._queue.has_online(now):
-            return 0.0
-        return max(0.0, self._online_at + ONLINE_RECENT_S - now)
+        return self._pacing.hold_s(self._queue, time.monotonic())
 
     async def _run_alone(
         self, features: np.ndarray, cls: TrafficClass, model: LoadedModel

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.commands import example, k8s, loadtest, models, plan, replay, serve, solve
+from cli.commands import example, k8s, loadtest, models, plan, replay, serve, simulate, solve
 from cli.commands import round as round_  # the module, not the builtin
 
 #: In the order ``orml --help`` lists them.
-COMMANDS = (round_, serve, solve, plan, replay, loadtest, models, k8s, example)
+COMMANDS = (round_, serve, solve, plan, replay, simulate, loadtest, models, k8s, example)
 
 
 def main(argv: list[str] | None = None) -> int:

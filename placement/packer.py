@@ -317,9 +317,12 @@ def plan_heuristic(
         choice[failed] += 1
 
 
-def plan_ffd(inventory: Inventory, demand: Demand, profiles: ProfileSet) -> Plan:
-    """Baseline: batch fixed at 8 (nearest profiled size), half a card per replica, the first
-    type in the inventory that meets the target, first-fit decreasing by memory."""
+def plan_ffd(
+    inventory: Inventory, demand: Demand, profiles: ProfileSet, share: float = FFD_SHARE
+) -> Plan:
+    """Baseline: batch fixed at 8 (nearest profiled size), ``share`` of a card per replica
+    (half, by default), the first type in the inventory that meets the target, first-fit
+    decreasing by memory."""
     t0 = time.perf_counter()
     cards = inventory.cards()
     types = list(dict.fromkeys(c.type.name for c in cards))
@@ -330,7 +333,7 @@ def plan_ffd(inventory: Inventory, demand: Demand, profiles: ProfileSet) -> Plan
             batch = min(p.batches(), key=lambda b: abs(b - FFD_BATCH))
             fixed = p.model_copy(update={"points": [q for q in p.points if q.batch == batch]})
             mem = next(c.type.memory_mb for c in cards if c.type.name == t)
-            cfgs = candidate_configs(m, fixed, mem, shares=(FFD_SHARE,))
+            cfgs = candidate_configs(m, fixed, mem, shares=(share,))
             if cfgs:
                 chosen.append(cfgs[0])
                 break

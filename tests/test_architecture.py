@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = (
     *("domain", "kernels", "planner", "etr", "cache", "config", "devices"),
-    *("actors", "serve_app", "placement", "ops", "cli"),
+    *("actors", "serve_app", "placement", "fleet", "ops", "cli"),
 )
 #: What each package may import from the others (its own modules always).
 ALLOWED = {
@@ -32,6 +32,8 @@ ALLOWED = {
     "placement": {"domain", "kernels", "planner", "etr", "config", "devices"},
     "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "devices"},
     "serve_app": {"domain", "kernels", "planner", "etr", "cache", "config", "actors"},
+    # The fleet simulator drives the scheduling objects and the packer on a simulated clock.
+    "fleet": {"domain", "config", "devices", "placement", "actors"},
     # Operator tooling sits above the server: it starts, drives and measures it.
     "ops": {"domain", "kernels", "planner", "etr", "cache", "config", "devices", "actors"}
     | {"serve_app", "placement"},
@@ -135,6 +137,19 @@ def test_the_pipeline_and_the_scheduling_logic_load_no_ray_fastapi_or_grpc():
         "import sys, serve_app.pipeline, actors.scheduling\n"
         "heavy = {m.split('.')[0] for m in sys.modules} & {'ray', 'fastapi', 'starlette', 'grpc'}\n"
         "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_the_fleet_simulator_runs_the_policies_without_ray():
+    """``fleet`` may import ``actors`` only for its pure scheduling objects: a simulated day
+    starts no Ray, and loads none of the deployments."""
+    code = (
+        "import sys, fleet.day, fleet.report\n"
+        "heavy = {m.split('.')[0] for m in sys.modules} & {'ray', 'fastapi', 'starlette', 'grpc'}\n"
+        "deployments = {m for m in sys.modules if m.startswith('actors.')\n"
+        "               and not m.startswith('actors.scheduling')}\n"
+        "assert not heavy and not deployments, (heavy, deployments)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 

@@ -7,7 +7,7 @@ drive them with a fake clock.
 """
 
 from actors.scheduling.autoscale import BusyPolicy, Decision, desired_replicas
-from actors.scheduling.batch_queue import Batch, BatchQueue, Slice
+from actors.scheduling.batch_queue import Batch, BatchQueue, OfflinePacing, Slice
 from actors.scheduling.busy import BusyTracker
 from actors.scheduling.gate import PriorityGate
 from actors.scheduling.routing import ReplicaView, RoutingPolicy, rank
@@ -18,6 +18,7 @@ __all__ = [
     "BusyPolicy",
     "BusyTracker",
     "Decision",
+    "OfflinePacing",
     "PriorityGate",
     "ReplicaView",
     "RoutingPolicy",

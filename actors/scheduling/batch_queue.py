@@ -12,12 +12,17 @@ A request whose deadline passes while it waits is dropped before any of its rows
 caller has given up; computing it would only delay the others) and reported by ``next_batch``.
 Requests can be withdrawn (``remove``) when their caller is cancelled.
 
+``OfflinePacing`` says how much offline work a call may carry while online traffic flows and
+how long offline-only work should hold back (the ETR batcher's rule, run by the fleet simulator
+too).
+
 Pure logic: times come from the caller (seconds on any monotonic clock), nothing here sleeps.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 from domain import TrafficClass
@@ -136,3 +141,31 @@ class BatchQueue:
         if w.traffic_class is TrafficClass.OFFLINE and now - w.enqueued_at >= self.offline_aging_s:
             return TrafficClass.ONLINE.rank
         return w.traffic_class.rank
+
+
+@dataclass
+class OfflinePacing:
+    """Offline rows beside online traffic. A call is not preempted and its time grows with its
+    rows, so while online requests keep arriving (one in the last ``online_recent_s``
+    seconds) offline rows ride along in calls made for online rows, at most
+    ``rows_while_online`` per call, and offline-only calls wait until online traffic pauses.
+    With no online traffic, offline batches fill the whole call."""
+
+    rows_while_online: int
+    online_recent_s: float = 1.0
+    online_at: float = -math.inf  # when the last online request arrived
+
+    def saw_online(self, now: float) -> None:
+        self.online_at = now
+
+    def offline_cap(self, now: float, max_rows: int) -> int:
+        """Offline rows one call of at most ``max_rows`` rows may carry now."""
+        if now - self.online_at >= self.online_recent_s:
+            return max_rows
+        return min(self.rows_while_online, max_rows)
+
+    def hold_s(self, queue: BatchQueue, now: float) -> float:
+        """How long a call with only offline rows in ``queue`` should wait now (0: run)."""
+        if queue.has_online(now):
+            return 0.0
+        return max(0.0, self.online_at + self.online_recent_s - now)

@@ -24,6 +24,7 @@ class BusyTracker:
         self.clock = clock
         self._lock = threading.Lock()
         self._periods: deque[tuple[float, float]] = deque()  # closed busy periods (start, end)
+        self._closed_s = 0.0  # their total length: a full-window query is O(1), not O(calls)
         self._active = 0
         self._since: float | None = None  # start of the open busy period
         self.completed = 0
@@ -53,6 +54,7 @@ class BusyTracker:
             self.last_completion = now
             if self._active == 0 and self._since is not None:
                 self._periods.append((self._since, now))
+                self._closed_s += now - self._since
                 self._since = None
             self._prune(now)
 
@@ -67,7 +69,19 @@ class BusyTracker:
             span = now - start
             if span <= 0:
                 return 1.0 if self._active else 0.0
-            busy = sum(min(e, now) - max(s, start) for s, e in self._periods if e > start)
+            if window >= self.window_s:
+                # Pruned to the window: only the oldest period can start before it.
+                busy = self._closed_s
+                for s, e in self._periods:
+                    if s >= start:
+                        break
+                    busy -= min(e, start) - s
+            else:  # newest first, as far back as the window reaches
+                busy = 0.0
+                for s, e in reversed(self._periods):
+                    if e <= start:
+                        break
+                    busy += e - max(s, start)
             if self._since is not None:
                 busy += now - max(self._since, start)
             return max(0.0, min(1.0, busy / span))
@@ -83,4 +97,7 @@ class BusyTracker:
 
     def _prune(self, now: float) -> None:
         while self._periods and self._periods[0][1] < now - self.window_s:
-            self._periods.popleft()
+            s, e = self._periods.popleft()
+            self._closed_s -= e - s
+        if not self._periods:
+            self._closed_s = 0.0  # no drift from the running sum

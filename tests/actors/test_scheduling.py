@@ -230,3 +230,23 @@ def test_bounds_and_bad_policies():
     assert want(0, 0.0) == 1
     with pytest.raises(ValueError):
         BusyPolicy(target_busy=1.2)
+
+
+def test_busy_running_total_matches_the_sum_of_periods() -> None:
+    """The O(1) full-window query (a running total) says what summing the periods says."""
+    rng = random.Random(7)
+    now = [0.0]
+    tracker = BusyTracker(window_s=5.0, clock=lambda: now[0])
+    periods: list[tuple[float, float]] = []
+    for _ in range(400):
+        now[0] += rng.expovariate(20)
+        start = now[0]
+        tracker.begin()
+        now[0] += rng.expovariate(30)
+        tracker.end()
+        periods.append((start, now[0]))
+        now[0] += rng.random() * 0.02
+        for window in (5.0, 1.3):
+            lo = max(now[0] - window, 0.0)
+            want = sum(min(e, now[0]) - max(s, lo) for s, e in periods if e > lo)
+            assert tracker.busy(window) == pytest.approx(want / (now[0] - lo), abs=1e-9)

@@ -1,0 +1,124 @@
+"""The fleet day's scenario as data: ``fleet/scenario.yaml`` validated at the edge.
+
+A bad file raises ``DeviceInputError`` naming the file and the field. Units: times in the
+unit their name says (``_s``, ``_ms``, ``_min``, ``_h``), memory in MiB unless ``_kb``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from devices.catalog import GpuType, gpu_types, parse_model, read_yaml
+
+SCENARIO_PATH = Path(__file__).with_name("scenario.yaml")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CitySize(_Strict):
+    scale: float = Field(gt=0, description="MDRP regions per city (every city's orders x this).")
+    sigma: float = Field(ge=0, description="Log-normal sigma of a city's order multiplier.")
+    min: float = Field(gt=0)
+    max: float = Field(gt=0)
+
+
+class Traffic(_Strict):
+    round_period_s: float = Field(gt=0)
+    open_order_min: float = Field(gt=0)
+    riders_per_order: float = Field(gt=0)
+    candidates_per_order: int = Field(ge=1)
+    large_round_orders: int = Field(ge=1)
+    max_round_orders: int = Field(ge=1, description="A dispatch zone's orders, at most.")
+    queries_per_order: float = Field(ge=0)
+    query_lead_min: float = Field(gt=0)
+    rows_per_query: int = Field(ge=1)
+    offline_rows_per_order: float = Field(ge=0)
+    offline_rows_per_request: int = Field(ge=1)
+
+
+class DeploymentSpec(_Strict):
+    model: Literal["etr", "or_solver"]
+    slo_ms: float = Field(gt=0, description="p99 target of an online request, ms.")
+    timeout_s: float = Field(gt=0, description="A caller gives up after this (shed).")
+    max_batch_rows: int = Field(1, ge=1, description="Rows per call (a round is one row).")
+
+
+class ModelCost(_Strict):
+    fixed_ms: float = Field(ge=0, description="Per call, the same on every card.")
+    per_unit_us: float = Field(ge=0, description="Per unit of work on the reference card.")
+    weights_mb: float = Field(ge=0)
+    per_unit_kb: float = Field(ge=0, description="Activations per unit in a call, KiB.")
+
+
+class CallCosts(_Strict):
+    reference_type: str
+    etr: ModelCost
+    or_solver: ModelCost
+    jitter_sigma: float = Field(ge=0, le=1)
+
+    def model(self, name: str) -> ModelCost:
+        return getattr(self, name)
+
+    def call_ms(self, model: str, gpu: GpuType, work: float) -> float:
+        """The model's time for one call of ``work`` units on a whole card of type ``gpu``."""
+        cost = self.model(model)
+        ratio = gpu_types()[self.reference_type].speed / gpu.speed
+        return cost.fixed_ms + work * cost.per_unit_us / 1e3 * ratio
+
+
+class Autoscale(_Strict):
+    interval_s: float = Field(gt=0)
+    upscale_delay_s: float = Field(ge=0)
+    downscale_delay_s: float = Field(ge=0)
+    look_back_s: float = Field(gt=0, description="Serve averages the metrics over this.")
+    min_replicas: int = Field(ge=0)
+
+
+class Fleet(_Strict):
+    types: list[str] = Field(min_length=1)
+    cards_per_node: int = Field(ge=1)
+    nodes_per_type: int = Field(ge=1)
+    replica_start_s: float = Field(ge=0)
+    busy_window_s: float = Field(gt=0)
+    routing_stats_period_s: float = Field(gt=0)
+    autoscale: Autoscale
+    autoscale_target_busy: float = Field(0.6, gt=0, lt=1, description="Ours: Busy to run at.")
+    serve_target_ongoing_requests: float = Field(gt=0)
+    offline_aging_s: float = Field(gt=0)
+    offline_rows_while_online: int = Field(ge=1)
+    offline_concurrency: int = Field(ge=1, description="A bulk job's requests in flight.")
+
+
+class Failure(_Strict):
+    at_h: float = Field(ge=0)
+    down_min: float = Field(gt=0)
+
+
+class Scenario(_Strict):
+    cities: int = Field(ge=1, le=1000)
+    seed: int = 0
+    mdrp_days: list[str] = Field(min_length=1)
+    city_size: CitySize
+    time_zones_h: list[float] = Field(min_length=1)
+    traffic: Traffic
+    deployments: dict[str, DeploymentSpec] = Field(min_length=1)
+    call_costs: CallCosts
+    fleet: Fleet
+    failures: list[Failure] = []
+
+    @model_validator(mode="after")
+    def _known_types(self) -> Scenario:
+        known = gpu_types()
+        for name in [*self.fleet.types, self.call_costs.reference_type]:
+            if name not in known:
+                raise ValueError(f"unknown GPU type {name!r}; known: {sorted(known)}")
+        return self
+
+
+def load_scenario(path: Path = SCENARIO_PATH) -> Scenario:
+    return parse_model(Scenario, read_yaml(path), path)
