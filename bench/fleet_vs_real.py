@@ -120,6 +120,7 @@ def sim_run(quick: bool, edge_ms: float, seed: int = 0) -> dict[str, Any]:
         look_back_s=LOOK_BACK_S,
         jitter_sigma=0.0,
         record_requests=True,
+        max_ongoing_requests=4,  # the real deployment's max_ongoing_requests
         **AUTOSCALE,
     )
     sim = FleetSim(

@@ -100,6 +100,8 @@ class Settings:
     jitter_sigma: float = 0.1
     bucket_s: float = 3600.0  # the report's time bucket
     drain_s: float = 1800.0  # after the last arrival, work in flight may finish this long
+    max_ongoing_requests: int | None = None  # Serve's cap per replica; the rest wait at the
+    # caller's handle until a replica has room (None: no cap)
     record_requests: bool = False  # keep (arrival s, kind, latency s) of every online request
 
 
@@ -292,7 +294,12 @@ class FleetSim:
             self._route(jobs.popleft())
 
     def _route(self, req: Request) -> None:
-        ready = [r for r in self.replicas[req.deployment] if r.state == "ready"]
+        cap = self.settings.max_ongoing_requests
+        ready = [
+            r
+            for r in self.replicas[req.deployment]
+            if r.state == "ready" and (cap is None or r.outstanding < cap)
+        ]
         if not ready:
             self.backlog[req.deployment].append(req)  # Serve's handle holds it for a replica
             return
@@ -374,6 +381,7 @@ class FleetSim:
                 del rep.pending[s.key]
                 rep.outstanding -= 1
                 self._finish(req)
+                self._drain_backlog(rep.slot.deployment)
         if rep.state == "draining" and not rep.pending:
             self._retire(rep)
             return
@@ -438,9 +446,18 @@ class FleetSim:
         if rep.state != "starting":
             return
         rep.state = "ready"
-        waiting, self.backlog[rep.slot.deployment] = self.backlog[rep.slot.deployment], []
-        for req in waiting:
+        self._drain_backlog(rep.slot.deployment)
+
+    def _drain_backlog(self, deployment: str) -> None:
+        """Requests held at the handle go out, oldest first, while a replica has room."""
+        backlog = self.backlog[deployment]
+        while backlog:
+            before = len(backlog)
+            req = backlog.pop(0)
             self._route(req)
+            if len(backlog) >= before:  # no room: it went back to the end
+                backlog.insert(0, backlog.pop())
+                return
 
     def _stop_replica(self, rep: Replica) -> None:
         """Scale-down: no new requests; the queue drains, then the card is released."""
