@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from devices.catalog import GpuType, gpu_types
+from devices.catalog import gpu_types
 from devices.profiles import ModelProfile, ProfilePoint, ProfileSet
 from domain import TrafficClass
 from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
@@ -395,6 +395,3 @@ def _by_type(card_s: dict[tuple[int, str], float]) -> dict[str, float]:
     for (_, t), v in card_s.items():
         out[t] += v / 3600
     return dict(out)
-
-
-__all__ = ["GpuType", "PolicyRun", "run_day", "summary"]

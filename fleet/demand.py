@@ -26,6 +26,7 @@ import numpy as np
 
 from domain import TrafficClass
 from fleet.scenario import Scenario
+from planner.mdrp.instance import load_instance
 
 
 @dataclass(frozen=True)
@@ -72,10 +73,8 @@ KINDS = ("query", "round", "bulk")
 
 
 def placement_minutes(folder: Path) -> np.ndarray:
-    """A day's order placement times (minutes from the start of its day), from orders.txt's
-    fourth column; the full reader is ``planner.mdrp.instance``, this needs one column."""
-    lines = (folder / "orders.txt").read_text().splitlines()[1:]
-    return np.array(sorted(float(line.split()[3]) for line in lines if line.strip()))
+    """A day's order placement times (minutes from the start of its day), sorted."""
+    return np.array([o.placed for o in load_instance(folder).orders], dtype=np.float64)
 
 
 def available_days(scenario: Scenario, mdrp_dir: Path) -> list[str]:

@@ -450,14 +450,12 @@ class FleetSim:
 
     def _drain_backlog(self, deployment: str) -> None:
         """Requests held at the handle go out, oldest first, while a replica has room."""
-        backlog = self.backlog[deployment]
-        while backlog:
-            before = len(backlog)
-            req = backlog.pop(0)
-            self._route(req)
-            if len(backlog) >= before:  # no room: it went back to the end
-                backlog.insert(0, backlog.pop())
-                return
+        backlog, cap = self.backlog[deployment], self.settings.max_ongoing_requests
+        while backlog and any(
+            r.state == "ready" and (cap is None or r.outstanding < cap)
+            for r in self.replicas[deployment]
+        ):
+            self._route(backlog.pop(0))
 
     def _stop_replica(self, rep: Replica) -> None:
         """Scale-down: no new requests; the queue drains, then the card is released."""

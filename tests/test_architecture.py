@@ -33,7 +33,7 @@ ALLOWED = {
     "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "devices"},
     "serve_app": {"domain", "kernels", "planner", "etr", "cache", "config", "actors"},
     # The fleet simulator drives the scheduling objects and the packer on a simulated clock.
-    "fleet": {"domain", "config", "devices", "placement", "actors"},
+    "fleet": {"domain", "config", "devices", "planner", "placement", "actors"},
     # Operator tooling sits above the server: it starts, drives and measures it.
     "ops": {"domain", "kernels", "planner", "etr", "cache", "config", "devices", "actors"}
     | {"serve_app", "placement"},
