@@ -1,6 +1,7 @@
 """Dispatch on real meal-delivery days: Grubhub's MDRP instances replayed through our dispatch.
 
     python bench/mdrp.py [--quick] [--json PATH] [--out DIR] [--data DIR] [--jobs N]
+                         [--plans N] [--round-budget-ms MS]
 
 Every instance folder under --data (default ../shared/data/mdrp, else the two in data/mdrp) is
 replayed in process (``planner.mdrp.replay``, rounds every minute), its solution written in the
@@ -85,12 +86,13 @@ NAME = re.compile(
 FACTORS = ("size", "travel", "schedule", "prep")
 
 
-def run_one(folder: str, out: str) -> dict[str, Any]:
-    from planner.mdrp import evaluate, load_instance, replay, write_solution
+def run_one(folder: str, out: str, policy: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Replay, write and score one day; ``policy``: ``ReplayPolicy`` fields to override."""
+    from planner.mdrp import ReplayPolicy, evaluate, load_instance, replay, write_solution
 
     inst = load_instance(Path(folder))
     t0 = time.perf_counter()
-    day = replay(inst)
+    day = replay(inst, ReplayPolicy(**(policy or {})))
     seconds = time.perf_counter() - t0
     write_solution(inst, day, Path(out) / inst.name)
     ev = evaluate(Path(folder), Path(out) / inst.name)
@@ -102,6 +104,8 @@ def run_one(folder: str, out: str) -> dict[str, Any]:
         "couriers": len(inst.couriers),
         "seconds": round(seconds, 2),
         "rounds": day.rounds,
+        "plans": day.plans,
+        "ms_per_round": round(day.dispatch_ms / max(1, day.rounds), 2),
         "feasible": ev.feasible,
         "violations": len(ev.violations),
         **{k: round(getattr(ev.metrics, k), 4) for k in METRICS},
@@ -123,7 +127,16 @@ def main() -> None:
         "--data", type=Path, default=default if default.is_dir() else ROOT / "data" / "mdrp"
     )
     ap.add_argument("--jobs", type=int, default=1, help="instances replayed at once")
+    ap.add_argument("--plans", type=int, default=None, help="plans per round (ReplayPolicy)")
+    ap.add_argument(
+        "--round-budget-ms", type=float, default=None, help="wall-clock budget per round"
+    )
     args = ap.parse_args()
+    policy = {
+        k: v
+        for k, v in (("plans", args.plans), ("round_budget_ms", args.round_budget_ms))
+        if v is not None
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     folders = pick(args.data, args.quick)
     log(f"replaying {len(folders)} days from {args.data} ({args.jobs} at a time) ...")
@@ -131,7 +144,7 @@ def main() -> None:
     solutions = args.out / "mdrp"
     t0 = time.perf_counter()
     with ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(run_one, str(f), str(solutions)) for f in folders]
+        futures = [pool.submit(run_one, str(f), str(solutions), policy) for f in folders]
         for k, fut in enumerate(futures, 1):
             row = fut.result()
             rows.append(row)
@@ -142,6 +155,7 @@ def main() -> None:
                 f"{'' if row['feasible'] else ', INFEASIBLE'} ({time.perf_counter() - t0:.0f} s)"
             )
     result = summarize(rows)
+    result["policy"] = policy
     report(result)
     write_csv(args.out / "mdrp.csv", rows)
     plot(result, args.out / "mdrp.png")

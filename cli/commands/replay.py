@@ -24,6 +24,26 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=4.0,
         help="minutes of driving a minute of delay is worth",
     )
+    rp.add_argument(
+        "--plans",
+        type=int,
+        default=None,
+        help="weight variants each round is planned under, the cheapest schedule kept "
+        "(default: the policy's, 5)",
+    )
+    rp.add_argument(
+        "--round-budget-ms",
+        type=float,
+        default=None,
+        help="wall-clock budget per round for those plans (default: none; at least one plan)",
+    )
+    rp.add_argument(
+        "--reposition-min",
+        type=int,
+        default=None,
+        help="send idle couriers to a restaurant at most this many minutes away (0: never; "
+        "default: the policy's, 20)",
+    )
     rp.add_argument("--out", type=Path, default=None, help="solution folder (default replay/NAME)")
     rp.add_argument("--url", default=None, help="send every round to this app's /v1/dispatch")
     rp.add_argument(
@@ -51,9 +71,21 @@ def run(args: argparse.Namespace) -> int:
     except InstanceError as exc:
         print(f"orml replay: {exc}", file=sys.stderr)
         return 2
-    policy = ReplayPolicy(
-        round_min=args.round_s // 60, max_bundle=args.max_bundle, late_weight=args.late_weight
-    )
+    try:
+        policy = ReplayPolicy(
+            round_min=args.round_s // 60,
+            max_bundle=args.max_bundle,
+            late_weight=args.late_weight,
+            round_budget_ms=args.round_budget_ms,
+            **{
+                k: v
+                for k, v in (("plans", args.plans), ("reposition_min", args.reposition_min))
+                if v is not None
+            },
+        )
+    except ValueError as exc:
+        print(f"orml replay: {exc}", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     last = [0.0]
 

@@ -14,9 +14,21 @@ What a decision becomes is ``ReplayPolicy``'s, and only what must be final now i
 
 * **Commit late.** A courier's most urgent planned order is committed only when the courier
   is free now and must leave within this round to reach the restaurant by the food's ready
-  time (or the food is ready). Otherwise the order stays open: the next round may find a
+  time (or the food is ready); with couriers short, ``short_commit_min`` earlier (a courier
+  held idle for a later order is re-planned round after round while orders queue; measured,
+  3 min pays, see docs/mdrp.md). Otherwise the order stays open: the next round may find a
   better courier (one finishing a drop-off nearby) or a bundle partner, and the courier stays
   free for other orders.
+* **Prepositioning** (the paper's allowed variant). A courier free now, at a customer or its
+  start and planned for nothing, is sent to the restaurant within ``reposition_min`` whose
+  orders of the last ``demand_window_min`` (the day's past only) per courier already there
+  or on the way are most; it waits there, and the round sees it at the restaurant from its
+  arrival. A move is never cut short: MDRP couriers are not diverted.
+* **Plans sampled within the round's budget.** The round is planned under up to ``plans``
+  weight variants (``plan_variants``: other late weights, one or two orders per courier,
+  wider or narrower candidate sets), stopping at ``round_budget_ms``; the plan whose
+  schedule costs least on MDRP's own clock (``_plan_cost``) is executed. One dispatch call
+  per variant: each plan is the dispatch's, the choice between them the replay's.
 * **Bundle one restaurant's orders.** A committed order takes along open orders of its
   restaurant whose food is ready by the pickup (plus ``bundle_wait_min``) and that the round
   did not plan for another courier, as long as every order in the bundle still arrives within
@@ -52,6 +64,16 @@ from planner.mdrp.instance import Courier, Instance, MdrpOrder, Restaurant
 
 _DEG_PER_M = 180.0 / (math.pi * EARTH_RADIUS_M)
 SHIFT_RETRIES = 3
+UNPLANNED_MIN = 10.0  # late minutes an order the plan leaves open is priced at (_plan_cost)
+#: (candidate riders, orders per courier (None: max_bundle), late-weight factor), in the order
+#: ``plan_variants`` tries them: the cheapest changes to the plain plan first.
+VARIANT_GRID: tuple[tuple[int | str | None, int | None, float], ...] = tuple(
+    (cand, per_rider, factor)
+    for cand in ("same", None, 16)
+    for per_rider in (None, 1, 2)
+    for factor in (1.0, 2.0, 0.5, 4.0, 0.25)
+    if (cand, per_rider, factor) != ("same", None, 1.0)
+)
 MAX_LATENESS_S = 86_400.0  # no hard limit within a day (and what the served API accepts)
 
 
@@ -70,23 +92,41 @@ class ReplayPolicy:
     shift_margin_min : a courier is offered only with this long left before its off time;
     lookahead_min : a courier coming on shift this soon is offered already (it can be held
     for); candidate_riders : each order priced against its nearest K couriers (None: all);
-    rebase_promise : due times re-based each round (see the module docstring)."""
+    rebase_promise : due times re-based each round (see the module docstring);
+    reposition_min : an idle courier is sent to a restaurant at most this far (0: never);
+    demand_window_min : how far back a restaurant's orders count for prepositioning;
+    short_commit_min : with couriers short, commit this much before the courier must leave;
+    plans : weight variants the round is planned under, at most (1: the plain dispatch);
+    round_budget_ms : stop planning variants once this much wall time is spent in a round
+    (None: no limit; at least one plan always; decisions then depend on the machine's speed,
+    so a served replay equals the in-process one only without it)."""
 
     round_min: int = 1
     late_weight: float = 4.0
     max_bundle: int = 3
-    bundle_wait_min: int = 5
+    bundle_wait_min: int = 0
     shift_margin_min: int = 5
     lookahead_min: int = 10
     candidate_riders: int | None = 48
     rebase_promise: bool = True
     bundle_delay_min: float = 10.0
+    reposition_min: int = 20
+    demand_window_min: int = 60
+    short_commit_min: int = 3
+    plans: int = 5
+    round_budget_ms: float | None = None
 
     def __post_init__(self) -> None:
         if self.round_min < 1:
             raise ValueError(f"round_min must be >= 1, got {self.round_min}")
         if self.max_bundle < 1:
             raise ValueError(f"max_bundle must be >= 1, got {self.max_bundle}")
+        if self.plans < 1:
+            raise ValueError(f"plans must be >= 1, got {self.plans}")
+        if self.round_budget_ms is not None and not self.round_budget_ms > 0:
+            raise ValueError(f"round_budget_ms must be > 0, got {self.round_budget_ms}")
+        if self.reposition_min < 0 or self.short_commit_min < 0:
+            raise ValueError("reposition_min and short_commit_min must be >= 0")
 
 
 @dataclass
@@ -158,6 +198,8 @@ class DaySimulator:
         self.orders = {o.id: o for o in instance.orders}
         self._domain_orders = {o.id: self._order(o) for o in instance.orders}
         self._short = False  # this round has more open orders than free couriers
+        self._placed: list[MdrpOrder] = []  # orders seen so far, by placement time
+        self._planned: set[str] = set()  # couriers this round's plan holds an order for
 
     def travel(self, a: tuple[float, float], b: tuple[float, float]) -> int:
         return self.inst.travel_minutes(a, b)
@@ -208,10 +250,14 @@ class DaySimulator:
         while t <= last_off and (nxt < len(pending) or open_):
             while nxt < len(pending) and pending[nxt].placed <= t:
                 open_[pending[nxt].id] = pending[nxt]
+                self._placed.append(pending[nxt])
                 nxt += 1
             if open_:
                 self._round(t, open_, out)
                 out.rounds += 1
+            if policy.reposition_min:
+                self._reposition(t, out)
+            self._planned.clear()
             if progress is not None:
                 progress(t, last_off)
             t += policy.round_min
@@ -241,6 +287,46 @@ class DaySimulator:
             )
         return riders
 
+    def _reposition(self, t: int, out: Replay) -> None:
+        """Send each idle courier (free now, not at a restaurant) to the restaurant within
+        ``reposition_min`` whose recent orders per courier already there is highest."""
+        recent: dict[str, int] = {}
+        since = t - self.policy.demand_window_min
+        for o in reversed(self._placed):
+            if o.placed < since:
+                break
+            recent[o.restaurant] = recent.get(o.restaurant, 0) + 1
+        if not recent:
+            return
+        supply: dict[str, int] = {}
+        idle = []
+        for s in self.couriers.values():
+            if s.place in self.inst.restaurants:
+                supply[s.place] = supply.get(s.place, 0) + 1
+            elif (
+                s.free_at <= t
+                and s.courier.on <= t
+                and s.courier.id not in self._planned
+                and s.courier.off - t > self.policy.shift_margin_min + self.policy.reposition_min
+            ):
+                idle.append(s)
+        for s in idle:
+            best, best_key = None, None
+            for rid, n in recent.items():
+                r = self.inst.restaurants[rid]
+                minutes = self.travel((s.x, s.y), (r.x, r.y))
+                if minutes > self.policy.reposition_min:
+                    continue
+                key = (n / (1 + supply.get(rid, 0)), -minutes, rid)
+                if best_key is None or key > best_key:
+                    best, best_key = r, key
+            if best is None:
+                continue
+            minutes = self.travel((s.x, s.y), (best.x, best.y))
+            out.moves.append(Move(s.courier.id, t, s.place, best.id))
+            s.place, s.x, s.y, s.free_at = best.id, best.x, best.y, t + minutes
+            supply[best.id] = supply.get(best.id, 0) + 1
+
     def _round(self, t: int, open_: dict[str, MdrpOrder], out: Replay) -> None:
         # The dispatch does not know shift ends: a courier it picks that would reach the
         # restaurant after its off time is left out and the round planned again without it
@@ -260,6 +346,7 @@ class DaySimulator:
     ) -> set[str]:
         """One plan of round ``t``; commits what must be final now. Returns the couriers whose
         pickup would fall after their shift."""
+        self._short = len(open_) > sum(r.available_at is None for r in riders)
         weights = DispatchWeights(
             late_weight=self.policy.late_weight,
             max_lateness_s=MAX_LATENESS_S,
@@ -273,10 +360,8 @@ class DaySimulator:
             orders=tuple(self._due_now(self._domain_orders[oid], t) for oid in open_),
             weights=weights,
         )
-        t0 = time.perf_counter()
-        chosen = self.decide(round_)
-        out.dispatch_ms += (time.perf_counter() - t0) * 1e3
-        out.plans += 1
+        chosen = self._best_plan(t, round_, open_, out)
+        self._planned |= set(chosen.values())
         planned: dict[str, list[MdrpOrder]] = {}
         for oid, cid in chosen.items():
             if oid in open_:
@@ -285,7 +370,6 @@ class DaySimulator:
         # first commits (and bundles) first.
         leads = {cid: min(orders, key=lambda o: (o.ready, o.id)) for cid, orders in planned.items()}
         late: set[str] = set()
-        self._short = len(open_) > sum(r.available_at is None for r in riders)
         for cid in sorted(leads, key=lambda c: (leads[c].ready, leads[c].id)):
             lead = leads[cid]
             if lead.id not in open_:  # taken along in an earlier bundle of this round
@@ -293,6 +377,62 @@ class DaySimulator:
             if self._maybe_commit(t, lead, self.couriers[cid], open_, out, chosen) == "late":
                 late.add(cid)
         return late
+
+    def _best_plan(
+        self, t: int, round_: DispatchRound, open_: dict[str, MdrpOrder], out: Replay
+    ) -> dict[str, str]:
+        """The round planned under up to ``plans`` variants of its weights (``plan_variants``),
+        within ``round_budget_ms``; the plan whose schedule ``_plan_cost`` prices lowest wins
+        (the first on a tie: one plan is the plain dispatch)."""
+        best: dict[str, str] = {}
+        best_cost = math.inf
+        start = time.perf_counter()
+        budget_s = (
+            None if self.policy.round_budget_ms is None else self.policy.round_budget_ms / 1e3
+        )
+        for k, weights in enumerate(plan_variants(round_.weights, self.policy.plans)):
+            if k and budget_s is not None and time.perf_counter() - start >= budget_s:
+                break
+            t0 = time.perf_counter()
+            chosen = self.decide(replace(round_, weights=weights) if k else round_)
+            out.dispatch_ms += (time.perf_counter() - t0) * 1e3
+            out.plans += 1
+            if self.policy.plans == 1:
+                return chosen
+            cost = self._plan_cost(t, chosen, open_)
+            if cost < best_cost - 1e-9:
+                best, best_cost = chosen, cost
+        return best
+
+    def _plan_cost(self, t: int, chosen: dict[str, str], open_: dict[str, MdrpOrder]) -> float:
+        """What a plan would cost, in minutes of driving, on MDRP's own clock and travel.
+
+        Each courier does its planned orders one by one, the earliest-ready first, from where
+        and when it is free: every minute an order's drop-off lands past the earliest still
+        possible (``_due_now``) costs ``late_weight``, every minute driven one; an order left
+        unplanned costs ``UNPLANNED_MIN`` late minutes (it waits at least a round for another
+        chance). A bundle's shared pickup is not credited: the score ranks plans, it does not
+        replay them."""
+        by_courier: dict[str, list[MdrpOrder]] = {}
+        for oid, cid in chosen.items():
+            if oid in open_:
+                by_courier.setdefault(cid, []).append(open_[oid])
+        w = self.policy.late_weight
+        cost = w * UNPLANNED_MIN * (len(open_) - sum(map(len, by_courier.values())))
+        for cid, orders in by_courier.items():
+            state = self.couriers[cid]
+            when = max(t, state.free_at, state.courier.on)
+            here = (state.x, state.y)
+            for o in sorted(orders, key=lambda o: (o.ready, o.id)):
+                rest = self.inst.restaurants[o.restaurant]
+                to_rest = self.travel(here, (rest.x, rest.y))
+                ride = self.travel((rest.x, rest.y), (o.x, o.y))
+                pickup = max(o.ready, when + to_rest + self.half_pickup)
+                drop = pickup + self.half_pickup + ride + self.half_dropoff
+                due = self._due_now(self._domain_orders[o.id], t).promised_at / 60.0
+                cost += w * max(0.0, drop - due) + to_rest + ride
+                when, here = drop + self.half_dropoff, (o.x, o.y)
+        return cost
 
     def _maybe_commit(
         self,
@@ -309,7 +449,8 @@ class DaySimulator:
             return "held"  # the courier is not free yet: the order may wait for it
         rest = self.inst.restaurants[order.restaurant]
         to_rest = self.travel((state.x, state.y), (rest.x, rest.y))
-        if order.ready - to_rest - self.half_pickup > t + self.policy.round_min - 1:
+        early = self.policy.short_commit_min if self._short else 0
+        if order.ready - to_rest - self.half_pickup > t + self.policy.round_min - 1 + early:
             return "held"  # no need to leave yet
         arrive = t + to_rest
         pickup = max(order.ready, arrive + self.half_pickup)
@@ -320,7 +461,8 @@ class DaySimulator:
             bundle = [order.id]
         pickup = max([pickup] + [self.orders[o].ready for o in bundle])
         here, when, drops, moves = (rest.x, rest.y), pickup + self.half_pickup, [], []
-        moves.append(Move(c.id, t, state.place, rest.id))
+        if state.place != rest.id:  # a prepositioned courier waits there already
+            moves.append(Move(c.id, t, state.place, rest.id))
         place = rest.id
         for oid in bundle:
             o = self.orders[oid]
@@ -407,6 +549,27 @@ class DaySimulator:
             out.append(arrive + self.half_dropoff - o.placed)
             when, here = arrive + 2 * self.half_dropoff, (o.x, o.y)
         return out
+
+
+def plan_variants(weights: DispatchWeights, n: int) -> list[DispatchWeights]:
+    """The first ``n`` weight variants a round is planned under: ``weights`` itself, then late
+    weights x2, x0.5, x4, x0.25, one order per courier, two, and the candidate set widened to
+    every courier and narrowed to 16 (``VARIANT_GRID``), each combination once."""
+    out = [weights]
+    for cand, per_rider, factor in VARIANT_GRID:
+        if len(out) >= n:
+            break
+        variant = replace(
+            weights,
+            late_weight=weights.late_weight * factor,
+            max_orders_per_rider=min(
+                per_rider or weights.max_orders_per_rider, weights.max_orders_per_rider
+            ),
+            candidate_riders=weights.candidate_riders if cand == "same" else cand,
+        )
+        if variant not in out:
+            out.append(variant)
+    return out[:n]
 
 
 def _minute(t: float) -> int:

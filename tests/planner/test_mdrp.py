@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from domain import DispatchWeights
 from planner.mdrp import InstanceError, ReplayPolicy, evaluate, load_instance, replay
+from planner.mdrp.replay import plan_variants
 from planner.mdrp.solution import FILES, write_solution
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "mdrp"
@@ -176,7 +178,8 @@ def test_a_replayed_day_passes_the_independent_evaluator(tmp_path: Path):
 
 def test_an_assignment_is_committed_only_when_its_courier_must_leave(tiny: Path, tmp_path: Path):
     inst = load_instance(tiny)
-    policy = ReplayPolicy(candidate_riders=None)
+    # no prepositioning, no early commitment in shortage: only the timing rule is at work
+    policy = ReplayPolicy(candidate_riders=None, reposition_min=0, short_commit_min=0)
     day = replay(inst, policy)
     write_solution(inst, day, tmp_path / "sol")
     assert evaluate(tiny, tmp_path / "sol").violations == []
@@ -197,3 +200,62 @@ def test_a_copy_of_the_day_replays_the_same(tmp_path: Path):
     a = replay(load_instance(DAY))
     b = replay(load_instance(tmp_path / "copy"))
     assert a.bundles == b.bundles
+
+
+def test_a_prepositioning_move_is_a_feasible_move(tiny: Path, tmp_path: Path):
+    # c2 drives to r2 at minute 0 with nothing to pick up yet, waits there, and is given o3
+    # later: the evaluator accepts a move that is no pickup, as long as the moves join up.
+    files = dict(VALID)
+    files["solution_info_couriers.txt"] = files["solution_info_couriers.txt"].replace(
+        "c2 5 0 r2", "c2 0 0 r2"
+    )
+    ev = evaluate(tiny, _write(tmp_path / "sol", files))
+    assert ev.violations == []
+
+
+def test_idle_couriers_are_sent_to_restaurants_and_the_day_stays_feasible(tmp_path: Path):
+    inst = load_instance(DAY)
+    restaurants = set(inst.restaurants)
+
+    def repositions(day) -> int:  # moves to a restaurant that no bundle starts with
+        starts = {(b.courier, b.assigned_at, b.restaurant) for b in day.bundles}
+        return sum(
+            m.destination in restaurants and (m.courier, m.depart, m.destination) not in starts
+            for m in day.moves
+        )
+
+    on = replay(inst, ReplayPolicy(plans=1))
+    off = replay(inst, ReplayPolicy(plans=1, reposition_min=0))
+    assert repositions(on) > 0
+    assert repositions(off) == 0
+    write_solution(inst, on, tmp_path / "sol")
+    assert evaluate(DAY, tmp_path / "sol").violations == []
+
+
+def test_plan_variants_start_with_the_plain_weights_and_never_repeat():
+    w = DispatchWeights(late_weight=4.0, max_orders_per_rider=3, candidate_riders=48)
+    assert plan_variants(w, 1) == [w]
+    many = plan_variants(w, 100)
+    assert many[0] == w and len(many) == len(set(many)) == 45
+    assert plan_variants(w, 5) == many[:5]
+    one_each = DispatchWeights(max_orders_per_rider=1)
+    assert all(v.max_orders_per_rider == 1 for v in plan_variants(one_each, 100))
+    assert len(set(plan_variants(one_each, 100))) == len(plan_variants(one_each, 100))
+
+
+def test_a_spent_round_budget_plans_once_and_decides_as_one_plan():
+    inst = load_instance(DAY)
+    one = replay(inst, ReplayPolicy(plans=1))
+    capped = replay(inst, ReplayPolicy(plans=45, round_budget_ms=1e-6))
+    assert capped.plans == one.plans  # the first plan always runs, then the budget is spent
+    assert capped.bundles == one.bundles
+    five = replay(inst, ReplayPolicy(plans=5))
+    assert five.plans > 4 * one.plans  # every variant planned where the budget allows
+
+
+@pytest.mark.parametrize(
+    "field, value", [("plans", 0), ("round_budget_ms", 0.0), ("reposition_min", -1)]
+)
+def test_a_bad_policy_is_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        ReplayPolicy(**{field: value})
