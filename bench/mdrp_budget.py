@@ -2,13 +2,13 @@
 
     python bench/mdrp_budget.py [--quick] [--json PATH] [--out DIR] [--data DIR] [--jobs N]
 
-A fixed sample of MDRP days (six seed-0 half-size days where the clairvoyant optimum is known:
-couriers short and plentiful, real and faster travel) is replayed at each compute level: the
-round planned under 1, 2, 5, 15 or every one of the weight variants (``ReplayPolicy.plans``;
-``planner.mdrp.replay.plan_variants``), and two wall-clock budgets per round
-(``round_budget_ms``) over every variant. Each level reports the dispatch time actually spent
-per round (mean over the days), click-to-door and ready-to-pickup means, and the gap to the
-clairvoyant optimum. --quick: two days, three levels (a minute).
+A fixed sample of MDRP days (the 16 seed-0 half-size days, where the clairvoyant optimum is
+known: couriers short and plentiful, real and faster travel, both prep times) is replayed at
+each compute level: the round planned under 1, 2, 5, 15 or every one of the weight variants
+(``ReplayPolicy.plans``; ``planner.mdrp.replay.plan_variants``), and two wall-clock budgets
+per round (``round_budget_ms``) over every variant. Each level reports the dispatch time
+actually spent per round (mean over the days), click-to-door and ready-to-pickup means, and
+the gap to the clairvoyant optimum. --quick: two days, three levels (half a minute).
 
 Writes DIR/mdrp_budget.csv, DIR/mdrp_budget.png and (--json) every row.
 """
@@ -28,14 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import log, parser, write_csv
 from mdrp import CLAIRVOYANT, ROOT, run_one
 
-DAYS = (
-    "0o50t100s1p100",
-    "0o50t100s1p125",
-    "0r50t100s1p100",
-    "0r50t100s2p125",
-    "0o50t75s1p100",
-    "0o50t75s2p100",
-)
+DAYS = tuple(CLAIRVOYANT)  # the 16 seed-0 half-size days: the optimum is known
 ALL_VARIANTS = 45  # the plain plan plus planner.mdrp.replay.VARIANT_GRID
 LEVELS: tuple[dict[str, Any], ...] = (
     {"plans": 1},
@@ -56,7 +49,7 @@ def label(level: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    ap = parser(__doc__, "two days, three levels (a minute)")
+    ap = parser(__doc__, "two days, three levels (half a minute)")
     default = ROOT.parent / "shared" / "data" / "mdrp"
     ap.add_argument("--data", type=Path, default=default)
     ap.add_argument("--jobs", type=int, default=2, help="days replayed at once")
@@ -130,20 +123,34 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    x = [r["ms_per_round"] for r in rows]
+    series = (
+        ("plans per round", [r for r in rows if "round_budget_ms" not in r], "o-"),
+        ("wall-clock budget per round", [r for r in rows if "round_budget_ms" in r], "s--"),
+    )
     for ax, key, name in (
         (a, "click_to_door_mean", "click-to-door mean, min"),
         (b, "ready_to_pickup_mean", "ready-to-pickup mean, min"),
     ):
-        ax.plot(x, [r[key] for r in rows], "o-")
-        for r, xi in zip(rows, x, strict=True):
-            ax.annotate(
-                r["level"], (xi, r[key]), fontsize=7, textcoords="offset points", xytext=(3, 3)
-            )
+        for legend, part, style in series:
+            if not part:
+                continue
+            x = [r["ms_per_round"] for r in part]
+            ax.plot(x, [r[key] for r in part], style, label=legend)
+            for r, xi in zip(part, x, strict=True):
+                ax.annotate(
+                    r["level"],
+                    (xi, r[key]),
+                    fontsize=7,
+                    textcoords="offset points",
+                    xytext=(3, 3),
+                )
+        mid = statistics.fmean(r[key] for r in rows)
+        ax.set_ylim(mid - 0.5, mid + 0.5)  # a minute of range: what a policy change moves
         ax.set_xscale("log")
         ax.set_xlabel("dispatch time per round, ms (log)")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
     fig.suptitle(f"Quality per compute, {rows[0]['days']} MDRP days (2-core CPU)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

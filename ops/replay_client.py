@@ -30,7 +30,7 @@ class ServedDecider:
         self.client = httpx.Client(timeout=timeout_s)
         self._t0: tuple[float, float] | None = None  # (first round's day time, wall time)
         self.retries = 0
-        self.latencies_ms: list[float] = []  # per round, retries included
+        self.latencies_ms: list[float] = []  # per dispatch call, retries included
         self.late_s = 0.0  # how far behind the paced schedule rounds were sent, at most
 
     def __call__(self, round_: DispatchRound) -> dict[str, str]:
@@ -66,14 +66,15 @@ class ServedDecider:
             self.late_s = max(self.late_s, -wait)
 
     def summary(self) -> dict[str, float]:
-        """Rounds sent, their latency p50/p99 (ms), shed-and-retried count, worst pacing lag."""
+        """Dispatch calls sent (a round sends one per plan variant), their latency p50/p99 (ms),
+        shed-and-retried count, worst pacing lag."""
         lat = sorted(self.latencies_ms)
 
         def pct(q: float) -> float:
             return round(lat[min(len(lat) - 1, int(q * len(lat)))], 1) if lat else 0.0
 
         return {
-            "rounds": len(lat),
+            "calls": len(lat),
             "p50_ms": pct(0.5),
             "p99_ms": pct(0.99),
             "retries": self.retries,

@@ -112,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": round(seconds, 2),
         "rounds": day.rounds,
         "dispatch_ms": round(day.dispatch_ms, 1),
+        "plan_ms": _percentiles(day.plan_ms),
         "policy": asdict(policy),
         **({"served": served} if served else {}),
         **ev.as_dict(),
@@ -119,3 +120,14 @@ def run(args: argparse.Namespace) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps(summary))
     return 0 if ev.feasible else 1
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    """p50 and p99 (ms) of the time each round's plan took: every variant and the choice."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"p50": 0.0, "p99": 0.0}
+    return {
+        q: round(ordered[min(len(ordered) - 1, int(f * len(ordered)))], 1)
+        for q, f in (("p50", 0.5), ("p99", 0.99))
+    }

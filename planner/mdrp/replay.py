@@ -169,6 +169,7 @@ class Replay:
     rounds: int = 0
     plans: int = 0  # dispatch calls (a round plans again without couriers past their shift)
     dispatch_ms: float = 0.0
+    plan_ms: list[float] = field(default_factory=list)  # per plan: every variant, the pricing
 
 
 #: A round's decision maker: the in-process ``dispatch_round`` or a served endpoint's client.
@@ -398,10 +399,12 @@ class DaySimulator:
             out.dispatch_ms += (time.perf_counter() - t0) * 1e3
             out.plans += 1
             if self.policy.plans == 1:
+                out.plan_ms.append((time.perf_counter() - start) * 1e3)
                 return chosen
             cost = self._plan_cost(t, chosen, open_)
             if cost < best_cost - 1e-9:
                 best, best_cost = chosen, cost
+        out.plan_ms.append((time.perf_counter() - start) * 1e3)
         return best
 
     def _plan_cost(self, t: int, chosen: dict[str, str], open_: dict[str, MdrpOrder]) -> float:

@@ -1,5 +1,6 @@
 """A served replay (`orml replay --url`): every round of a real delivery day goes through
-/v1/dispatch of a running app, and the day's decisions equal the in-process replay's."""
+/v1/dispatch of a running app (every weight variant a round is planned under: one call each),
+and the day's decisions equal the in-process replay's."""
 
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ def test_a_served_replay_decides_as_the_in_process_one(serve_url: str, tmp_path:
     local = replay(inst)
     with ServedDecider(serve_url) as decide:
         served = replay(inst, decide=decide)
-    assert decide.summary()["rounds"] == served.plans
+    assert decide.summary()["calls"] == served.plans
     assert served.rounds == local.rounds > 10
     assert served.bundles == local.bundles
+    assert served.moves == local.moves  # prepositioning included
     assert served.undelivered == local.undelivered
