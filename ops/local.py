@@ -388,17 +388,25 @@ def _shutdown_serve(graceful_s: float) -> None:
 
 
 _haproxy_dir: Path | None = None  # this process's HAProxy files (see ``haproxy_env``)
+HAPROXY_SCANS = 5  # scans for our HAProxy processes at stop, until one finds none
 
 
 def _remove_private_files() -> None:
     """End what may outlive ``stop``: our HAProxy, and Ray processes left to us
     (``_adopt_orphans``); remove this start's files."""
     global _haproxy_dir
+    # Ray first: a dying Serve proxy actor can still reload HAProxy (a new process, ``-sf``
+    # the old ones) after a scan for HAProxy; seen in CI as a HAProxy outliving ``stop`` and
+    # answering on a later start's reused port. With Ray gone nothing spawns one; scan again
+    # until a scan finds none.
+    _end(_ray_descendants())
     if _haproxy_dir is not None:
-        _kill_processes_mentioning(str(_haproxy_dir))
+        for _ in range(HAPROXY_SCANS):
+            if not _kill_processes_mentioning(str(_haproxy_dir)):
+                break
+            time.sleep(0.2)
         shutil.rmtree(_haproxy_dir, ignore_errors=True)
         _haproxy_dir = None
-    _end(_ray_descendants())
 
 
 def _adopt_orphans() -> None:
