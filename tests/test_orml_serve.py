@@ -95,13 +95,19 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
 
 def burst_of_rounds(url: str, n: int) -> list[httpx.Response]:
     """``n`` dispatch rounds at once: past the dispatch lane's capacity (deploy.yaml: 4 running
-    + 8 queued) HAProxy answers 503 + Retry-After itself (``ops.haproxy_config``)."""
+    + 8 queued) HAProxy answers 503 + Retry-After itself (``ops.haproxy_config``). Each round
+    is another (seed): the same body again is a cached answer in microseconds, and the burst
+    then only overflowed the lane when every request reached HAProxy before the first solve
+    ended (on a loaded host they did not, and nothing was shed)."""
     import asyncio
 
     from planner import generate_round
     from serve_app.schemas import DispatchRequest
 
-    body = DispatchRequest.from_domain(generate_round(100, 20, seed=3)).model_dump_json()
+    bodies = [
+        DispatchRequest.from_domain(generate_round(100, 20, seed=k)).model_dump_json()
+        for k in range(n)
+    ]
 
     async def go() -> list[httpx.Response]:
         async with httpx.AsyncClient(timeout=60) as c:
@@ -112,7 +118,7 @@ def burst_of_rounds(url: str, n: int) -> list[httpx.Response]:
                         content=body,
                         headers={"content-type": "application/json"},
                     )
-                    for _ in range(n)
+                    for body in bodies
                 )
             )
 
