@@ -388,6 +388,7 @@ class DaySimulator:
         best: dict[str, str] = {}
         best_cost = math.inf
         start = time.perf_counter()
+        due_min = {o.id: o.promised_at / 60.0 for o in round_.orders}  # re-based: _due_now
         budget_s = (
             None if self.policy.round_budget_ms is None else self.policy.round_budget_ms / 1e3
         )
@@ -401,21 +402,27 @@ class DaySimulator:
             if self.policy.plans == 1:
                 out.plan_ms.append((time.perf_counter() - start) * 1e3)
                 return chosen
-            cost = self._plan_cost(t, chosen, open_)
+            cost = self._plan_cost(t, chosen, open_, due_min)
             if cost < best_cost - 1e-9:
                 best, best_cost = chosen, cost
         out.plan_ms.append((time.perf_counter() - start) * 1e3)
         return best
 
-    def _plan_cost(self, t: int, chosen: dict[str, str], open_: dict[str, MdrpOrder]) -> float:
+    def _plan_cost(
+        self,
+        t: int,
+        chosen: dict[str, str],
+        open_: dict[str, MdrpOrder],
+        due_min: dict[str, float],
+    ) -> float:
         """What a plan would cost, in minutes of driving, on MDRP's own clock and travel.
 
         Each courier does its planned orders one by one, the earliest-ready first, from where
         and when it is free: every minute an order's drop-off lands past the earliest still
-        possible (``_due_now``) costs ``late_weight``, every minute driven one; an order left
-        unplanned costs ``UNPLANNED_MIN`` late minutes (it waits at least a round for another
-        chance). A bundle's shared pickup is not credited: the score ranks plans, it does not
-        replay them."""
+        possible (``due_min``: the round's re-based due times, minutes) costs ``late_weight``,
+        every minute driven one; an order left unplanned costs ``UNPLANNED_MIN`` late minutes
+        (it waits at least a round for another chance). A bundle's shared pickup is not
+        credited: the score ranks plans, it does not replay them."""
         by_courier: dict[str, list[MdrpOrder]] = {}
         for oid, cid in chosen.items():
             if oid in open_:
@@ -432,8 +439,7 @@ class DaySimulator:
                 ride = self.travel((rest.x, rest.y), (o.x, o.y))
                 pickup = max(o.ready, when + to_rest + self.half_pickup)
                 drop = pickup + self.half_pickup + ride + self.half_dropoff
-                due = self._due_now(self._domain_orders[o.id], t).promised_at / 60.0
-                cost += w * max(0.0, drop - due) + to_rest + ride
+                cost += w * max(0.0, drop - due_min[o.id]) + to_rest + ride
                 when, here = drop + self.half_dropoff, (o.x, o.y)
         return cost
 
