@@ -8,7 +8,6 @@ and answers /readyz.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,12 +49,13 @@ def start(
     metrics_port: int = 8080,
     num_cpus: int | None = None,
     timeout_s: float = 180.0,
-    stop: threading.Event | None = None,
+    stop: local.StopRequest | None = None,
 ) -> Launched:
     """Start Ray (dashboard on 127.0.0.1), deploy the config fitted to this machine, wait
     until it runs and is ready. RuntimeError when a port is taken or the deploy fails;
     Interrupted as soon as ``stop`` is set (what has started is left for ``local.stop``)."""
-    stop = stop or threading.Event()
+    stop = stop or local.StopRequest()
+    local.import_ray_keeping_signals()  # first: a SIGTERM during ray.init must stop, not abort
     import ray
     from ray.serve.context import _get_global_client
     from ray.serve.schema import ServeDeploySchema
@@ -110,7 +110,7 @@ def start(
     return Launched(endpoints, notes)
 
 
-def _interruptible(stop: threading.Event) -> None:
+def _interruptible(stop: local.StopRequest) -> None:
     if stop.is_set():
         raise Interrupted
 
@@ -127,14 +127,14 @@ def app_lanes(raw: dict[str, Any]) -> dict[str, int]:
     return {}
 
 
-def wait_running(names: list[str], timeout_s: float, stop: threading.Event | None = None) -> None:
+def wait_running(names: list[str], timeout_s: float, stop: local.StopRequest | None = None) -> None:
     """Block until every named application is RUNNING; RuntimeError on failure or timeout,
     Interrupted once ``stop`` is set."""
     from ray import serve
 
     deadline = time.monotonic() + timeout_s
     while True:
-        _interruptible(stop or threading.Event())
+        _interruptible(stop or local.StopRequest())
         apps = serve.status().applications
         states = {n: (apps[n].status if n in apps else "MISSING") for n in names}
         if all(s == "RUNNING" for s in states.values()):

@@ -23,7 +23,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -220,7 +219,7 @@ def start(
     extra_env : more environment for Ray's processes.
     """
     global _haproxy_dir
-    _keep_signals_of_this_process()
+    import_ray_keeping_signals()
     _adopt_orphans()
     import ray
     from ray import serve
@@ -291,8 +290,31 @@ def run_app(
     serve.run(build_app(args, options), name=name, route_prefix=route_prefix)
 
 
+class StopRequest:
+    """A stop request that a signal handler may make: a plain flag. ``threading.Event.set``
+    takes a lock, and a handler that runs while its own thread holds that lock (inside
+    ``Event.wait``'s bookkeeping, or inside another handler's ``set``) waits for it forever:
+    ``orml serve`` hung so when signals came twice."""
+
+    def __init__(self) -> None:
+        self._requested = False
+
+    def set(self) -> None:
+        self._requested = True
+
+    def is_set(self) -> bool:
+        return self._requested
+
+    def wait(self, timeout_s: float) -> bool:
+        """Whether a stop was requested within ``timeout_s`` (polled every 50 ms)."""
+        deadline = time.monotonic() + timeout_s
+        while not self._requested and time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        return self._requested
+
+
 def wait_ready(
-    url: str, timeout_s: float = 120.0, stop: threading.Event | None = None
+    url: str, timeout_s: float = 120.0, stop: StopRequest | None = None
 ) -> dict[str, Any]:
     """Poll ``url``/readyz until it answers 200 (models loaded, warm, healthy); its JSON.
     RuntimeError with the last answer after ``timeout_s``, or as soon as ``stop`` is set."""
@@ -388,25 +410,46 @@ def _shutdown_serve(graceful_s: float) -> None:
 
 
 _haproxy_dir: Path | None = None  # this process's HAProxy files (see ``haproxy_env``)
-HAPROXY_SCANS = 5  # scans for our HAProxy processes at stop, until one finds none
+#: At stop, scans for our HAProxy processes (0.1 s apart) until HAPROXY_QUIET_SCANS in a row
+#: find none, HAPROXY_SCANS at most.
+HAPROXY_SCANS = 40
+HAPROXY_QUIET_SCANS = 3
 
 
 def _remove_private_files() -> None:
     """End what may outlive ``stop``: our HAProxy, and Ray processes left to us
     (``_adopt_orphans``); remove this start's files."""
     global _haproxy_dir
-    # Ray first: a dying Serve proxy actor can still reload HAProxy (a new process, ``-sf``
-    # the old ones) after a scan for HAProxy; seen in CI as a HAProxy outliving ``stop`` and
-    # answering on a later start's reused port. With Ray gone nothing spawns one; scan again
-    # until a scan finds none.
+    # A dying Serve proxy actor can still (re)start HAProxy (a new process, ``-sf`` the old
+    # ones) after a scan for it; seen in CI as a HAProxy outliving ``stop`` and answering on a
+    # later start's reused port. So first nothing can start one (the wrapper exits, the config
+    # is gone), then Ray ends, then scans run until several in a row find none.
+    if _haproxy_dir is not None:
+        _disarm_haproxy(_haproxy_dir)
     _end(_ray_descendants())
     if _haproxy_dir is not None:
+        quiet = 0
         for _ in range(HAPROXY_SCANS):
-            if not _kill_processes_mentioning(str(_haproxy_dir)):
+            quiet = 0 if _kill_processes_mentioning(str(_haproxy_dir)) else quiet + 1
+            if quiet >= HAPROXY_QUIET_SCANS:
                 break
-            time.sleep(0.2)
+            time.sleep(0.1)
         shutil.rmtree(_haproxy_dir, ignore_errors=True)
         _haproxy_dir = None
+
+
+def _disarm_haproxy(workdir: Path) -> None:
+    """From now on a start of HAProxy through ``workdir``'s wrapper does nothing: the wrapper
+    is replaced (atomically: a shell already reading the old one keeps it) by one that exits,
+    and the config a wrapper already running would hand HAProxy is removed (it fails to
+    start)."""
+    stopped = workdir / "haproxy.stopped"
+    with contextlib.suppress(OSError):
+        stopped.write_text("#!/bin/sh\nexit 0\n")
+        stopped.chmod(0o755)
+        os.replace(stopped, workdir / "haproxy")
+    with contextlib.suppress(OSError):
+        (workdir / "haproxy.cfg").unlink(missing_ok=True)
 
 
 def _adopt_orphans() -> None:
@@ -453,13 +496,17 @@ def stop_if_started() -> bool:
     return True
 
 
-def _keep_signals_of_this_process() -> None:
-    """Ray's C++ core installs a failure-signal handler in the process that calls ray.init,
+def import_ray_keeping_signals() -> None:
+    """Import Ray so that it leaves this process's SIGTERM alone: call it before anything
+    imports ``ray`` in a process that starts a cluster and must stop on a signal.
+
+    Ray's C++ core installs a failure-signal handler in the process that calls ray.init,
     and it takes SIGTERM too: printing a stack and aborting (``*** SIGTERM received``,
     ``Aborted``) instead of letting the launcher stop what it started. Ray reads
     ``RAY_DISABLE_FAILURE_SIGNAL_HANDLER`` once, when ``ray`` is imported: set here, before
     that import, and taken out of the environment again, it applies to this process only;
-    the processes Ray starts keep their handler (their crash reports)."""
+    the processes Ray starts keep their handler (their crash reports). `orml serve` once
+    imported Ray first elsewhere, and a SIGTERM during ray.init aborted it (exit -6)."""
     if "ray" in sys.modules:
         return  # imported already (a test session): the handlers restored after ray.init do
     os.environ["RAY_DISABLE_FAILURE_SIGNAL_HANDLER"] = "1"

@@ -40,14 +40,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import signal
-    import threading
 
     from ops import local
     from ops.launch import start
 
-    stop = threading.Event()
+    stop = local.StopRequest()  # not a threading.Event: set from a signal handler
 
     def on_signal(*_: object) -> None:
+        if stop.is_set():
+            return  # a repeated signal (a group signal, a forwarding parent): one stop is enough
         stop.set()
         # A signal to the whole process group takes Ray's processes down with us: a Ray call
         # this process is blocked in may then wait out Ray's 60 s reconnection timeout, so the
