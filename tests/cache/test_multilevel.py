@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import subprocess
 import sys
 import textwrap
@@ -204,12 +205,28 @@ def test_batches_use_one_mget_and_compute_only_the_missing(redis_url):
     asyncio.run(run())
 
 
-@pytest.mark.parametrize("beta", [1.0])
-def test_xfetch_refreshes_hot_keys_before_expiry(redis_url, beta):
-    async def run():
-        import random
+@pytest.mark.parametrize("remaining_s", [0.01, 0.05, 0.1])
+def test_xfetch_refresh_odds_follow_the_paper(remaining_s):
+    """XFetch refreshes an entry with ``remaining`` seconds left and a compute time ``d`` with
+    probability exp(-remaining / (d * beta)): decided on the envelope, not on a host's timing."""
+    import math
 
-        c = make_cache(redis_url, xfetch_beta=beta, rng=random.Random(1))
+    c = MultiLevelCache(L1Cache(1 << 20), xfetch_beta=1.0, rng=random.Random(7))
+    env = {"v": 1, "d": 0.05, "x": time.time() + remaining_s}
+    draws = 4000
+    refreshed = sum(not c._fresh(env) for _ in range(draws))
+    expected = math.exp(-remaining_s / 0.05)
+    assert abs(refreshed / draws - expected) < 0.03, (refreshed / draws, expected)
+
+
+def test_xfetch_refreshes_a_hot_key_before_it_expires(redis_url):
+    class Unlucky(random.Random):  # the least likely draw: the earliest refresh
+        def random(self):
+            return 1e-9
+
+    async def run():
+        # 0.05 s x 1000 x -ln(1e-9) ~ 17 min early: the 30 s entry is refreshed at once
+        c = make_cache(redis_url, xfetch_beta=1000.0, rng=Unlucky())
         key = cache_key("etr", "1", {"hot": 1})
         calls = {"n": 0}
 
@@ -218,12 +235,20 @@ def test_xfetch_refreshes_hot_keys_before_expiry(redis_url, beta):
             await asyncio.sleep(0.05)
             return calls["n"]
 
-        await c.get_or_compute("etr", key, slow, 0.3)
-        seen = set()
-        t_end = time.monotonic() + 0.28
-        while time.monotonic() < t_end:
-            seen.add(await c.get_or_compute("etr", key, slow, 0.3))
-            await asyncio.sleep(0.005)
-        assert calls["n"] >= 2  # refreshed early, before the entry expired at 0.3 s
+        t0 = time.monotonic()
+        assert await c.get_or_compute("etr", key, slow, 30) == 1
+        assert await c.get_or_compute("etr", key, slow, 30) == 2  # refreshed, not served
+        assert time.monotonic() - t0 < 30  # long before the entry's expiry
+        plain = make_cache(redis_url, xfetch_beta=0.0)
+        plain_calls = {"n": 0}
+
+        async def counted():
+            plain_calls["n"] += 1
+            return 5
+
+        other = cache_key("etr", "1", {"hot": 2})
+        for _ in range(3):
+            assert await plain.get_or_compute("etr", other, counted, 30) == 5
+        assert plain_calls["n"] == 1  # beta 0: never early
 
     asyncio.run(run())
