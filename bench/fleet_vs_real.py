@@ -9,8 +9,9 @@ rounds over HTTP at 6 -> 18 -> 6 rounds/s (Poisson). Simulated: ``fleet.engine``
 slots, call time, policy objects, autoscaling delays and arrival rates. The real path's edge
 (HTTP, ingress, the hop) is measured first at light load and added to every simulated latency.
 
-Reports p50/p99 per phase, replicas over time and shed, both ways; the target is p99 within
-20% (the fleet day's figures are believed as far as this holds). Writes DIR/fleet_vs_real.png.
+Reports p50/p99 per phase, replicas over time and shed, both ways (the simulation over
+``SIM_SEEDS`` seeds: medians, and the p99's range); the target is p99 within 20% (the fleet
+day's figures are believed as far as this holds). Writes DIR/fleet_vs_real.png.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser
-from scheduler import SOLVER_CALL_MS, ClusterApp, _open, dispatch_bodies, run
+from scheduler import DISPATCH_LANE, SOLVER_CALL_MS, ClusterApp, _open, dispatch_bodies, run
 
 from devices.catalog import gpu_types
 from domain import TrafficClass
 from fleet.engine import FleetSim, Policy, Settings, SimDeployment, Slot
 from ops.loadgen import encode_request
+from serve_app.config import AdmissionArgs
 
 #: The Busy policy and Serve's wrapping, the same both ways.
 TARGET_BUSY, BAND = 0.6, 0.1
@@ -121,10 +123,14 @@ def sim_run(quick: bool, edge_ms: float, seed: int = 0) -> dict[str, Any]:
         jitter_sigma=0.0,
         record_requests=True,
         max_ongoing_requests=4,  # the real deployment's max_ongoing_requests
+        # The real ingress's admission lane, run by the same LaneCore, and its deadline for a
+        # request that names none.
+        lanes=(("OrSolver", DISPATCH_LANE["max_in_flight"], DISPATCH_LANE["max_queued"]),),
         **AUTOSCALE,
     )
+    deadline_s = AdmissionArgs().default_timeout_s
     sim = FleetSim(
-        [SimDeployment("OrSolver", "or_solver", 0.5, 60.0, slots)],
+        [SimDeployment("OrSolver", "or_solver", 0.5, deadline_s, slots)],
         Policy("ours", target_busy=TARGET_BUSY, band=BAND),
         settings,
         lambda model, gpu, work: SOLVER_CALL_MS,
@@ -168,19 +174,32 @@ def mean_replicas(timeline: list[tuple[float, int]], lo: float, hi: float) -> fl
     return round(sum(pts) / len(pts), 2) if pts else float("nan")
 
 
-def compare(real: dict[str, Any], sim: dict[str, Any], quick: bool) -> list[dict[str, Any]]:
+#: Simulated runs per comparison (seeds 0..N-1): one run's p99 over a phase of seconds hangs
+#: on whether the autoscaler crossed its threshold just before the surge, so a single seed's
+#: p99 moved 0.3-1.9 s in the surge with everything else equal.
+SIM_SEEDS = 5
+
+
+def compare(real: dict[str, Any], sims: list[dict[str, Any]], quick: bool) -> list[dict[str, Any]]:
+    """Per phase: real vs the simulations' median (p50, p99, replicas) and their p99 range."""
     rows, t = [], 0.0
-    for (rate, secs), r, s in zip(phases(quick), real["phases"], sim["phases"], strict=True):
+    for k, ((rate, secs), r) in enumerate(zip(phases(quick), real["phases"], strict=True)):
+        p50s = [s["phases"][k]["p50_ms"] for s in sims]
+        p99s = [s["phases"][k]["p99_ms"] for s in sims]
+        sim_p99 = round(statistics.median(p99s), 1)
         rows.append(
             {
                 "phase": f"{rate:g} rounds/s, {secs:g} s",
                 "real_p50_ms": r["p50_ms"],
-                "sim_p50_ms": s["p50_ms"],
+                "sim_p50_ms": round(statistics.median(p50s), 1),
                 "real_p99_ms": r["p99_ms"],
-                "sim_p99_ms": s["p99_ms"],
-                "p99_sim_vs_real": round(s["p99_ms"] / r["p99_ms"], 2) if r["p99_ms"] else None,
+                "sim_p99_ms": sim_p99,
+                "sim_p99_range_ms": [min(p99s), max(p99s)],
+                "p99_sim_vs_real": round(sim_p99 / r["p99_ms"], 2) if r["p99_ms"] else None,
                 "real_replicas": mean_replicas(real["timeline"], t, t + secs),
-                "sim_replicas": mean_replicas(sim["timeline"], t, t + secs),
+                "sim_replicas": round(
+                    statistics.median(mean_replicas(s["timeline"], t, t + secs) for s in sims), 2
+                ),
                 "real_errors": r["errors"],
             }
         )
@@ -195,18 +214,25 @@ def main() -> None:
     log("real: three nodes, emulated 100 ms solver, Busy autoscaling 1..4 ...")
     real = real_run(args.quick)
     log(f"  edge (HTTP, ingress, hop) p50 {real['edge_ms']:.1f} ms")
-    sim = sim_run(args.quick, real["edge_ms"])
-    rows = compare(real, sim, args.quick)
-    print("\nEMULATED devices both ways (100 ms solver calls); the simulation adds the real edge.")
-    print("| phase | p50 real / sim ms | p99 real / sim ms | p99 sim/real | replicas real / sim |")
+    sims = [sim_run(args.quick, real["edge_ms"], seed=seed) for seed in range(SIM_SEEDS)]
+    sim = sims[0]
+    rows = compare(real, sims, args.quick)
+    print("\nEMULATED devices both ways (100 ms solver calls); the simulation adds the real edge;")
+    print(f"simulated figures are medians over {SIM_SEEDS} seeds (p99's range beside).")
+    print(
+        "| phase | p50 real / sim ms | p99 real / sim ms (sim range) | p99 sim/real "
+        "| replicas real / sim |"
+    )
     print("|---|---|---|---|---|")
     for r in rows:
+        lo, hi = r["sim_p99_range_ms"]
         print(
             f"| {r['phase']} | {r['real_p50_ms']} / {r['sim_p50_ms']} | {r['real_p99_ms']} / "
-            f"{r['sim_p99_ms']} | {r['p99_sim_vs_real']} | {r['real_replicas']} / "
+            f"{r['sim_p99_ms']} ({lo}-{hi}) | {r['p99_sim_vs_real']} | {r['real_replicas']} / "
             f"{r['sim_replicas']} |"
         )
-    print(f"shed: real {sum(p['errors'] for p in real['phases'])}, simulated {sim['shed']}")
+    shed = [s["shed"] for s in sims]
+    print(f"shed: real {sum(p['errors'] for p in real['phases'])}, simulated {shed}")
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "emulated": True,

@@ -2,10 +2,12 @@
 
 Policies (all on the same requests, the same call-cost model, the same failures):
 
-- ``ours``            the packer's exact plan on the mixed fleet (cheapest), ``BusyRouter``'s
-                      ranking, the Busy autoscaler, online before offline;
-- ``serve_default``   the same plan, Serve's defaults: power of two choices on queue length,
-                      ``target_ongoing_requests`` autoscaling, one FIFO for every class;
+- ``ours``            the packer's exact plan on the mixed fleet (cheapest), the app's
+                      admission lanes, ``BusyRouter``'s ranking, the Busy autoscaler, online
+                      before offline;
+- ``serve_default``   the same plan, Serve's defaults: no admission, power of two choices on
+                      queue length, ``target_ongoing_requests`` autoscaling, one FIFO for
+                      every class;
 - ``ffd``             first-fit-decreasing placement (fixed batch, half cards; the packer's
                       baseline) with our scheduling;
 - ``best_single_type`` the cheapest fleet of one card type that meets the SLO (Mélange's
@@ -171,6 +173,11 @@ def settings_of(scenario: Scenario) -> Settings:
         offline_rows_while_online=f.offline_rows_while_online,
         offline_concurrency=f.offline_concurrency,
         jitter_sigma=scenario.call_costs.jitter_sigma,
+        lanes=tuple(
+            (name, spec.lane.max_in_flight, spec.lane.max_queued)
+            for name, spec in scenario.deployments.items()
+            if spec.lane is not None
+        ),
     )
 
 
@@ -230,6 +237,7 @@ def run_day(
         router="pow2",
         scaler="ongoing",
         classes=False,
+        admission=False,
         target_ongoing=scenario.fleet.serve_target_ongoing_requests,
     )
     mixed = plan_milp(inventory(scenario), demand, profiles, objective="cost", time_limit_s=5)
@@ -314,6 +322,7 @@ def _with(policy: Policy, target_ongoing: float) -> Policy:
         router=policy.router,
         scaler=policy.scaler,
         classes=policy.classes,
+        admission=policy.admission,
         target_ongoing=target_ongoing,
     )
 

@@ -38,6 +38,8 @@ from actors.scheduling import (
 )
 from devices.catalog import GpuType
 from domain import TrafficClass
+from serve_app.pipeline.admission import LaneCore, Waiter
+from serve_app.pipeline.errors import Overloaded
 
 Router = Literal["ours", "pow2"]
 Scaler = Literal["busy", "ongoing", "fixed"]
@@ -79,6 +81,8 @@ class Policy:
     router: Router = "ours"
     scaler: Scaler = "busy"
     classes: bool = True
+    admission: bool = True  # the app's admission lanes (Settings.lanes) in front of each
+    # deployment; False: every request goes straight to the handle (Serve's default)
     target_busy: float = 0.6
     band: float = 0.15
     target_ongoing: float = 2.0
@@ -103,6 +107,10 @@ class Settings:
     max_ongoing_requests: int | None = None  # Serve's cap per replica; the rest wait at the
     # caller's handle until a replica has room (None: no cap)
     record_requests: bool = False  # keep (arrival s, kind, latency s) of every online request
+    # The app's admission lanes (serve_app.pipeline.admission.LaneCore), per deployment:
+    # (deployment, max_in_flight, max_queued); none: no lanes.
+    lanes: tuple[tuple[str, int, int], ...] = ()
+    offline_max_share: float = 0.5
 
 
 @dataclass(frozen=True)
@@ -125,6 +133,8 @@ class Request:
     done_rows: int = 0
     replica: Replica | None = None
     key: int = -1
+    lane_since: float | None = None  # holding a slot of its lane since (None: no slot)
+    waiter: Waiter[Request] | None = None  # queued in its lane
 
 
 @dataclass(eq=False)
@@ -219,6 +229,11 @@ class FleetSim:
         self._moved: dict[int, tuple[int, str]] = {}  # failed card -> (fresh card, its node)
         self._votes: dict[str, int] = defaultdict(int)  # Serve's delay counters
         self._ongoing: dict[str, list[tuple[float, int]]] = defaultdict(list)
+        self.lanes: dict[str, LaneCore[Request]] = {
+            name: LaneCore(name, n, q, settings.offline_max_share, self._displaced)
+            for name, n, q in (settings.lanes if policy.admission else ())
+            if name in self.deployments
+        }
         self._busy_policy = {
             d.name: BusyPolicy(
                 target_busy=policy.target_busy,
@@ -285,13 +300,67 @@ class FleetSim:
             self.jobs[deployment].append(req)
             self._feed_jobs(deployment)
             return
-        self._route(req)
+        self._admit(req)
 
     def _feed_jobs(self, deployment: str) -> None:
         jobs = self.jobs[deployment]
         while jobs and self.jobs_in_flight[deployment] < self.settings.offline_concurrency:
             self.jobs_in_flight[deployment] += 1
-            self._route(jobs.popleft())
+            self._admit(jobs.popleft())
+
+    # ---- admission: the app's lanes, driven on the simulated clock ---------------------------
+    def _admit(self, req: Request) -> None:
+        lane = self.lanes.get(req.deployment)
+        if lane is None:
+            self._route(req)
+            return
+        try:
+            waiter = lane.admit(req.traffic_class, req.deadline - self.now, req)
+        except Overloaded as exc:
+            self._refused(req, exc.retry_after_s)
+            return
+        if waiter is None:
+            req.lane_since = self.now
+            self._route(req)
+        else:
+            req.waiter = waiter
+            if math.isfinite(req.deadline):
+                self.at(req.deadline, self._lane_deadline, req)
+
+    def _refused(self, req: Request, retry_after_s: float) -> None:
+        """Shed by its lane: an online request is answered 503; a bulk job's client retries
+        after Retry-After."""
+        if req.traffic_class is TrafficClass.ONLINE:
+            self._count(self.out.shed, req)
+        else:
+            self.at(self.now + retry_after_s, self._admit, req)
+
+    def _displaced(self, waiter: Waiter[Request], exc: Overloaded) -> None:
+        waiter.token.waiter = None
+        self._refused(waiter.token, exc.retry_after_s)
+
+    def _lane_deadline(self, req: Request) -> None:
+        if req.waiter is None:
+            return  # started (or displaced) before its deadline
+        queued, granted = self.lanes[req.deployment].drop(req.waiter)
+        req.waiter = None
+        if queued:
+            self._count(self.out.shed, req)
+        self._lane_start(granted)
+
+    def _lane_release(self, req: Request) -> None:
+        if req.lane_since is None:
+            return
+        lane = self.lanes[req.deployment]
+        granted = lane.release(req.traffic_class, self.now - req.lane_since)
+        req.lane_since = None
+        self._lane_start(granted)
+
+    def _lane_start(self, granted: list[Waiter[Request]]) -> None:
+        for w in granted:
+            req = w.token
+            req.waiter, req.lane_since = None, self.now
+            self._route(req)
 
     def _route(self, req: Request) -> None:
         cap = self.settings.max_ongoing_requests
@@ -339,6 +408,7 @@ class FleetSim:
             req = rep.pending.pop(key)
             rep.outstanding -= 1
             self._count(self.out.shed, req)
+            self._lane_release(req)
         if not batch.slices:
             if len(rep.queue):
                 self._try_start(rep)
@@ -388,6 +458,7 @@ class FleetSim:
         self._try_start(rep)
 
     def _finish(self, req: Request) -> None:
+        self._lane_release(req)
         if req.traffic_class is TrafficClass.OFFLINE:
             self.jobs_in_flight[req.deployment] -= 1
             self._feed_jobs(req.deployment)

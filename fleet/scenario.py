@@ -41,11 +41,22 @@ class Traffic(_Strict):
     offline_rows_per_request: int = Field(ge=1)
 
 
+class LaneSpec(_Strict):
+    """The app's admission lane (``args.admission`` in deploy.yaml) for one deployment, as the
+    whole ingress fleet holds it."""
+
+    max_in_flight: int = Field(ge=1)
+    max_queued: int = Field(ge=0)
+
+
 class DeploymentSpec(_Strict):
     model: Literal["etr", "or_solver"]
     slo_ms: float = Field(gt=0, description="p99 target of an online request, ms.")
     timeout_s: float = Field(gt=0, description="A caller gives up after this (shed).")
     max_batch_rows: int = Field(1, ge=1, description="Rows per call (a round is one row).")
+    lane: LaneSpec | None = Field(
+        None, description="Admission in front of it (our policies); None: requests go straight in."
+    )
 
 
 class ModelCost(_Strict):

@@ -32,8 +32,9 @@ ALLOWED = {
     "placement": {"domain", "kernels", "planner", "etr", "config", "devices"},
     "actors": {"domain", "kernels", "planner", "etr", "cache", "config", "devices"},
     "serve_app": {"domain", "kernels", "planner", "etr", "cache", "config", "actors"},
-    # The fleet simulator drives the scheduling objects and the packer on a simulated clock.
-    "fleet": {"domain", "config", "devices", "planner", "placement", "actors"},
+    # The fleet simulator drives the app's own policy objects (scheduling, the admission lanes
+    # of the transport-free pipeline) and the packer on a simulated clock.
+    "fleet": {"domain", "config", "devices", "planner", "placement", "actors", "serve_app"},
     # Operator tooling sits above the server: it starts, drives and measures it.
     "ops": {"domain", "kernels", "planner", "etr", "cache", "config", "devices", "actors"}
     | {"serve_app", "placement"},
@@ -142,14 +143,17 @@ def test_the_pipeline_and_the_scheduling_logic_load_no_ray_fastapi_or_grpc():
 
 
 def test_the_fleet_simulator_runs_the_policies_without_ray():
-    """``fleet`` may import ``actors`` only for its pure scheduling objects: a simulated day
-    starts no Ray, and loads none of the deployments."""
+    """``fleet`` may import ``actors`` only for its pure scheduling objects and ``serve_app``
+    only for its transport-free pipeline (the admission lanes): a simulated day starts no Ray,
+    and loads none of the deployments and nothing of the ingress."""
     code = (
         "import sys, fleet.day, fleet.report\n"
         "heavy = {m.split('.')[0] for m in sys.modules} & {'ray', 'fastapi', 'starlette', 'grpc'}\n"
         "deployments = {m for m in sys.modules if m.startswith('actors.')\n"
         "               and not m.startswith('actors.scheduling')}\n"
-        "assert not heavy and not deployments, (heavy, deployments)\n"
+        "app = {m for m in sys.modules if m.startswith('serve_app.')\n"
+        "       and not m.startswith('serve_app.pipeline')}\n"
+        "assert not heavy and not deployments and not app, (heavy, deployments, app)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 

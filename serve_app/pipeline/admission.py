@@ -22,7 +22,9 @@ import itertools
 import math
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from domain import TrafficClass
 from serve_app.pipeline.context import CallContext, Clock
@@ -59,19 +61,31 @@ class Permit:
         self.release()
 
 
+T = TypeVar("T")
+
+
 @dataclass(eq=False)
-class _Waiter:
+class Waiter(Generic[T]):
+    """A queued request: its class, arrival order and what its owner knows it by."""
+
     traffic_class: TrafficClass
     seq: int
-    future: asyncio.Future[Permit]
+    token: T
 
     def order(self) -> tuple[int, int]:
         return (self.traffic_class.rank, self.seq)
 
 
-class Lane:
-    """max_in_flight : requests running at once; max_queued : requests waiting at most;
-    offline_max_share : the share of max_in_flight offline requests may hold (0..1)."""
+class LaneCore(Generic[T]):
+    """A lane's decisions without a clock or an event loop: who starts, who waits, who is shed,
+    who starts when a slot frees. ``Lane`` runs it for the app with futures as tokens;
+    ``fleet.engine`` runs it on a simulated clock with its requests as tokens.
+
+    max_in_flight : requests running at once; max_queued : requests waiting at most;
+    offline_max_share : the share of max_in_flight offline requests may hold (0..1);
+    on_displaced : called with a waiter an online request pushed out of a full queue and the
+    ``Overloaded`` to answer it with.
+    """
 
     def __init__(
         self,
@@ -79,7 +93,7 @@ class Lane:
         max_in_flight: int,
         max_queued: int,
         offline_max_share: float = 0.5,
-        clock: Clock = time.monotonic,
+        on_displaced: Callable[[Waiter[T], Overloaded], None] | None = None,
     ) -> None:
         if max_in_flight < 1 or max_queued < 0 or not 0 <= offline_max_share <= 1:
             raise ValueError(
@@ -89,14 +103,13 @@ class Lane:
         self.max_in_flight = max_in_flight
         self.max_queued = max_queued
         self.offline_cap = max(1, math.floor(offline_max_share * max_in_flight))
-        self.clock = clock
+        self.on_displaced = on_displaced
         self.stats = LaneStats()
         self._running: Counter[TrafficClass] = Counter()
-        self._waiters: list[_Waiter] = []  # kept sorted: online first, then arrival
+        self._waiters: list[Waiter[T]] = []  # kept sorted: online first, then arrival
         self._seq = itertools.count()
-        self._service_s: float | None = None  # moving average of permit hold times
+        self._service_s: float | None = None  # moving average of slot hold times
 
-    # ---- what callers see -------------------------------------------------------------------
     @property
     def in_flight(self) -> int:
         return sum(self._running.values())
@@ -112,39 +125,63 @@ class Lane:
         drain = (len(self._waiters) + 1) * self._service_s / self.max_in_flight
         return max(1.0, drain)
 
-    async def acquire(self, ctx: CallContext) -> Permit:
-        """A permit for ``ctx``'s request, now or after a bounded wait.
+    def admit(self, cls: TrafficClass, remaining_s: float, token: T) -> Waiter[T] | None:
+        """None: the request starts now and holds a slot until ``release``. A ``Waiter``: it
+        is queued until a ``release`` or ``drop`` grants it a slot, or its owner ``drop``s it.
 
-        Raises Overloaded("queue_full") when the queue is full, Overloaded("deadline") when the
-        expected wait already exceeds the deadline or the deadline passes while queued.
-        """
-        cls = ctx.traffic_class
+        Raises Overloaded("queue_full") when the queue is full, Overloaded("deadline") when
+        the expected wait already exceeds ``remaining_s`` (seconds to its deadline)."""
+        return None if self.try_start(cls) else self.enqueue(cls, remaining_s, token)
+
+    def try_start(self, cls: TrafficClass) -> bool:
+        """Whether a request of ``cls`` starts now (then it holds a slot until ``release``)."""
         if not self._waiters_ahead(cls) and self._can_start(cls):
-            return self._grant(cls, waited_s=0.0)
+            self._grant(cls)
+            return True
+        return False
+
+    def enqueue(self, cls: TrafficClass, remaining_s: float, token: T) -> Waiter[T]:
+        """Queue a request that could not ``try_start``; raises as ``admit``."""
         if len(self._waiters) >= self.max_queued and not self._displace_for(cls):
-            raise self._shed("queue_full")
+            raise self.shed("queue_full")
         if self._service_s is not None:
             ahead = sum(1 for w in self._waiters if w.order() <= (cls.rank, math.inf))
             expected = (ahead + 1) * self._service_s / self.max_in_flight + self._service_s
-            if ctx.remaining_s() < expected:
-                raise self._shed("deadline")
-        remaining = ctx.remaining_s()
-        if remaining <= 0:
-            raise self._shed("deadline")
-        waiter = _Waiter(cls, next(self._seq), asyncio.get_running_loop().create_future())
+            if remaining_s < expected:
+                raise self.shed("deadline")
+        if remaining_s <= 0:
+            raise self.shed("deadline")
+        waiter = Waiter(cls, next(self._seq), token)
         self._insert(waiter)
         self.stats.queued += 1
-        enqueued = self.clock()
-        try:
-            permit = await asyncio.wait_for(asyncio.shield(waiter.future), remaining)
-        except TimeoutError:
-            self._drop(waiter)
-            raise self._shed("deadline") from None
-        except asyncio.CancelledError:
-            self._drop(waiter)
-            raise
-        permit.waited_s = self.clock() - enqueued
-        return permit
+        return waiter
+
+    def release(self, cls: TrafficClass, held_s: float) -> list[Waiter[T]]:
+        """A slot of class ``cls`` held ``held_s`` seconds is free: the waiters it lets start
+        (each now holding a slot), best first."""
+        self._running[cls] -= 1
+        self._service_s = (
+            held_s if self._service_s is None else 0.9 * self._service_s + 0.1 * held_s
+        )
+        return self._wake()
+
+    def drop(self, waiter: Waiter[T]) -> tuple[bool, list[Waiter[T]]]:
+        """A waiter given up by its owner (its deadline, a cancel): whether it was still
+        queued (False: it had been granted a slot, which its owner must ``release``), and the
+        waiters that start now."""
+        queued = waiter in self._waiters
+        if queued:
+            self._waiters.remove(waiter)
+        return queued, self._wake()
+
+    def shed(self, reason: str) -> Overloaded:
+        """The answer to a request shed for ``reason`` (counted)."""
+        self.stats.shed[reason] += 1
+        return Overloaded(
+            reason,
+            self.retry_after_s(),
+            f"{self.name}: shed ({reason}); {self.in_flight} running, {len(self._waiters)} queued",
+        )
 
     # ---- inside -----------------------------------------------------------------------------
     def _can_start(self, cls: TrafficClass) -> bool:
@@ -158,32 +195,20 @@ class Lane:
     def _waiters_ahead(self, cls: TrafficClass) -> bool:
         return any(w.traffic_class.rank <= cls.rank for w in self._waiters)
 
-    def _grant(self, cls: TrafficClass, waited_s: float) -> Permit:
+    def _grant(self, cls: TrafficClass) -> None:
         self._running[cls] += 1
         self.stats.admitted += 1
-        permit = Permit(self, cls, self.clock())
-        permit.waited_s = waited_s
-        return permit
 
-    def _release(self, permit: Permit) -> None:
-        self._running[permit.traffic_class] -= 1
-        held = self.clock() - permit.started
-        self._service_s = held if self._service_s is None else 0.9 * self._service_s + 0.1 * held
-        self._wake()
+    def _wake(self) -> list[Waiter[T]]:
+        """Hand freed slots to waiters, best first, while their class may start."""
+        granted = []
+        while self._waiters and self._can_start_waiter(self._waiters[0]):
+            head = self._waiters.pop(0)
+            self._grant(head.traffic_class)
+            granted.append(head)
+        return granted
 
-    def _wake(self) -> None:
-        """Hand freed permits to waiters, best first, while their class may start."""
-        while self._waiters:
-            head = self._waiters[0]
-            if head.future.done():  # cancelled or timed out, not yet dropped
-                self._waiters.pop(0)
-                continue
-            if not self._can_start_waiter(head):
-                return
-            self._waiters.pop(0)
-            head.future.set_result(self._grant(head.traffic_class, waited_s=0.0))
-
-    def _can_start_waiter(self, head: _Waiter) -> bool:
+    def _can_start_waiter(self, head: Waiter[T]) -> bool:
         if self.in_flight >= self.max_in_flight:
             return False
         if head.traffic_class is TrafficClass.OFFLINE:
@@ -191,18 +216,11 @@ class Lane:
             return self._running[TrafficClass.OFFLINE] < self.offline_cap
         return True
 
-    def _insert(self, waiter: _Waiter) -> None:
+    def _insert(self, waiter: Waiter[T]) -> None:
         k = len(self._waiters)
         while k > 0 and self._waiters[k - 1].order() > waiter.order():
             k -= 1
         self._waiters.insert(k, waiter)
-
-    def _drop(self, waiter: _Waiter) -> None:
-        if waiter in self._waiters:
-            self._waiters.remove(waiter)
-        elif waiter.future.done() and not waiter.future.cancelled():
-            waiter.future.result().release()  # granted in the same instant: give it back
-        self._wake()
 
     def _displace_for(self, cls: TrafficClass) -> bool:
         """At a full queue an online request takes the newest offline waiter's place."""
@@ -214,18 +232,76 @@ class Lane:
         victim = offline[-1]
         self._waiters.remove(victim)
         self.stats.shed["displaced"] += 1
-        victim.future.set_exception(
-            Overloaded("displaced", self.retry_after_s(), "offline request displaced by online")
-        )
+        if self.on_displaced is not None:
+            exc = Overloaded(
+                "displaced", self.retry_after_s(), "offline request displaced by online"
+            )
+            self.on_displaced(victim, exc)
         return True
 
-    def _shed(self, reason: str) -> Overloaded:
-        self.stats.shed[reason] += 1
-        return Overloaded(
-            reason,
-            self.retry_after_s(),
-            f"{self.name}: shed ({reason}); {self.in_flight} running, {len(self._waiters)} queued",
-        )
+
+class Lane(LaneCore["asyncio.Future[Permit]"]):
+    """A ``LaneCore`` on the event loop: ``acquire`` a ``Permit`` now or after a bounded wait.
+
+    max_in_flight : requests running at once; max_queued : requests waiting at most;
+    offline_max_share : the share of max_in_flight offline requests may hold (0..1)."""
+
+    def __init__(
+        self,
+        name: str,
+        max_in_flight: int,
+        max_queued: int,
+        offline_max_share: float = 0.5,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        super().__init__(name, max_in_flight, max_queued, offline_max_share, self._displaced)
+        self.clock = clock
+
+    async def acquire(self, ctx: CallContext) -> Permit:
+        """A permit for ``ctx``'s request, now or after a bounded wait.
+
+        Raises Overloaded("queue_full") when the queue is full, Overloaded("deadline") when the
+        expected wait already exceeds the deadline or the deadline passes while queued.
+        """
+        cls = ctx.traffic_class
+        if self.try_start(cls):
+            return Permit(self, cls, self.clock())
+        future: asyncio.Future[Permit] = asyncio.get_running_loop().create_future()
+        waiter = self.enqueue(cls, ctx.remaining_s(), future)
+        enqueued = self.clock()
+        try:
+            permit = await asyncio.wait_for(asyncio.shield(future), ctx.remaining_s())
+        except TimeoutError:
+            self._give_up(waiter)
+            raise self.shed("deadline") from None
+        except asyncio.CancelledError:
+            self._give_up(waiter)
+            raise
+        permit.waited_s = self.clock() - enqueued
+        return permit
+
+    # ---- inside -----------------------------------------------------------------------------
+    def _release(self, permit: Permit) -> None:
+        self._start(self.release(permit.traffic_class, self.clock() - permit.started))
+
+    def _start(self, granted: list[Waiter[asyncio.Future[Permit]]]) -> None:
+        for w in granted:
+            permit = Permit(self, w.traffic_class, self.clock())
+            if w.token.done():  # cancelled meanwhile: the slot goes back
+                permit.release()
+            else:
+                w.token.set_result(permit)
+
+    def _give_up(self, waiter: Waiter[asyncio.Future[Permit]]) -> None:
+        queued, granted = self.drop(waiter)
+        future = waiter.token
+        if not queued and future.done() and not future.cancelled() and not future.exception():
+            future.result().release()  # granted in the same instant: give it back
+        self._start(granted)
+
+    @staticmethod
+    def _displaced(waiter: Waiter[asyncio.Future[Permit]], exc: Overloaded) -> None:
+        waiter.token.set_exception(exc)
 
 
 class Admission:

@@ -121,3 +121,40 @@ def test_the_day_is_the_same_under_a_seed_and_changes_with_it(tmp_path: Path) ->
     strip = [{k: v for k, v in r.items() if k != "sim_wall_s"} for r in runs]
     assert strip[0] == strip[1]
     assert strip[0] != strip[2]
+
+
+def test_the_apps_admission_lane_admits_queues_and_sheds_by_hand() -> None:
+    # The lane (serve_app's own LaneCore): 1 running, 1 queued. 100 ms calls from t=0: the
+    # first runs (0 -> 0.1), the second waits in the lane and runs 0.1 -> 0.2, the third finds
+    # the queue full and is shed at once; at 0.25 the lane is free again.
+    arrivals = [(t, "d", ONLINE, 1, 1.0, 0) for t in (0.0, 0.01, 0.02, 0.25)]
+    lanes = Settings(replica_start_s=0.0, jitter_sigma=0.0, lanes=(("d", 1, 1),))
+    sim, out = run(one_card(slo_s=1.0), arrivals, lambda m, g, w: 100.0, settings=lanes)
+    assert sorted(out.latencies[0]) == pytest.approx([0.1, 0.1, 0.19])
+    assert sum(out.shed.values()) == 1
+    lane = sim.lanes["d"]
+    assert (lane.stats.admitted, lane.stats.queued, dict(lane.stats.shed)) == (
+        3,
+        1,
+        {"queue_full": 1},
+    )
+    assert lane.in_flight == 0 and lane.waiting == 0
+    # Without lanes (Serve's default) the replica's queue takes all four.
+    _, plain = run(
+        one_card(slo_s=1.0),
+        arrivals,
+        lambda m, g, w: 100.0,
+        policy=Policy("fixed", scaler="fixed", admission=False),
+        settings=lanes,
+    )
+    assert sum(plain.shed.values()) == 0 and len(plain.latencies[0]) == 4
+
+
+def test_a_request_queued_in_its_lane_past_its_deadline_is_shed_there() -> None:
+    # Timeout 10 s (one_card); a 20 s call holds the only slot: the queued request's deadline
+    # passes in the lane and it never reaches a replica.
+    arrivals = [(0.0, "d", ONLINE, 1, 1.0, 0), (0.5, "d", ONLINE, 1, 1.0, 0)]
+    lanes = Settings(replica_start_s=0.0, jitter_sigma=0.0, lanes=(("d", 1, 4),))
+    sim, out = run(one_card(slo_s=30.0), arrivals, lambda m, g, w: 20_000.0, settings=lanes)
+    assert out.latencies[0] == pytest.approx([20.0])
+    assert sum(out.shed.values()) == 1 and sim.lanes["d"].waiting == 0
