@@ -1,0 +1,160 @@
+"""A valid JSON dispatch round decoded straight into domain types, in C, for the hot path.
+
+Validating a round with the pydantic models (``serve_app.schemas``) and then building its
+domain objects took 6 ms of a 100 x 20 round's 13 ms of serving overhead and 450 ms of a
+5000 x 2000 round's (docs/benchmarks.md "The edge"). Here msgspec reads the body twice:
+
+1. against *wire* Structs that restate every rule of the pydantic models (types without
+   coercion, bounds, string lengths, the configured list limits, no unknown fields), built
+   once per ``Limits``;
+2. straight into the domain types (``Order``, ``LatLng``, ``Stop``, ``DispatchWeights``: their
+   JSON names are their field names, and their ``__post_init__`` runs as usual), the riders
+   then assembled.
+
+It only ever *accepts*: any body it does not take whole (an unknown field, a bound, a domain
+rule, malformed JSON) returns None, and the caller validates it with the pydantic model, which
+gives the answer (the 422 naming the field, the 413 naming the limit) exactly as before. So the
+wire rules may be stricter than the models' but never looser: ``tests/serve/
+test_round_decoder.py`` holds every body it accepts to the models' own domain round.
+"""
+
+# No ``from __future__ import annotations``: the per-limits Structs are classes inside a
+# function, and msgspec reads their annotations as objects.
+import functools
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import Meta, Struct
+
+from domain import (
+    MIN_SPEED_MPS,
+    DispatchRound,
+    DispatchWeights,
+    LatLng,
+    Order,
+    Rider,
+    Route,
+    Stop,
+    StopKind,
+)
+from serve_app.pipeline.dispatch import DispatchCall
+from serve_app.pipeline.limits import Limits
+
+# The pydantic models' bounds (serve_app.schemas), restated for msgspec.
+_Id = Annotated[str, Meta(min_length=1, max_length=128)]
+_Seconds = Annotated[float, Meta(ge=0, le=1e10)]
+_Duration = Annotated[float, Meta(ge=0, le=86_400)]
+_Count = Annotated[int, Meta(ge=0, le=10_000)]
+
+
+class _Position(Struct, forbid_unknown_fields=True):
+    lat: Annotated[float, Meta(ge=-90, le=90)]
+    lng: Annotated[float, Meta(ge=-180, le=180)]
+
+
+class _Order(Struct, forbid_unknown_fields=True):
+    id: _Id
+    pickup: _Position
+    dropoff: _Position
+    created_at: _Seconds
+    ready_at: _Seconds
+    promised_at: _Seconds
+    size: Annotated[float, Meta(gt=0, le=1000)] = 1.0
+    items: _Count = 1
+    item_counts: Annotated[list[_Count], Meta(max_length=27)] = []
+    pickup_service_s: _Duration = 0.0
+    dropoff_service_s: _Duration = 0.0
+
+
+class _Stop(Struct, forbid_unknown_fields=True):
+    order_id: _Id
+    kind: StopKind
+
+
+class _Weights(Struct, forbid_unknown_fields=True):
+    late_weight: Annotated[float, Meta(ge=0, le=1000)] = 4.0
+    max_lateness_s: Annotated[float, Meta(ge=0, le=86_400)] = 1800.0
+    max_orders_per_rider: Annotated[int, Meta(ge=1, le=10)] = 1
+    candidate_riders: Annotated[int, Meta(ge=1)] | None = None
+    etr_floor: bool = True
+
+
+def _wire_round(limits: Limits) -> type[Struct]:
+    """The wire Structs of a round under ``limits`` (the list bounds are the limits)."""
+    stops = limits.max_route_stops
+
+    class _Rider(Struct, forbid_unknown_fields=True):
+        id: _Id
+        position: _Position
+        speed_mps: Annotated[float, Meta(ge=MIN_SPEED_MPS, le=50)]
+        capacity: Annotated[float, Meta(gt=0, le=10_000)]
+        route: Annotated[list[_Stop], Meta(max_length=stops)] = []
+        orders: Annotated[list[_Order], Meta(max_length=stops)] = []
+        picked_up: Annotated[list[_Id], Meta(max_length=stops)] = []
+        available_at: _Seconds | None = None
+
+    class _Round(Struct, forbid_unknown_fields=True):
+        now: _Seconds
+        riders: Annotated[list[_Rider], Meta(max_length=limits.max_riders)]
+        orders: Annotated[list[_Order], Meta(max_length=limits.max_orders)]
+        weights: _Weights = msgspec.field(default_factory=_Weights)
+        utc_offset_s: Annotated[float, Meta(ge=-50_400, le=50_400)] = 0.0
+
+    return _Round
+
+
+# The same body read into domain types (already checked against the wire rules).
+class _DomainRider(Struct):
+    id: str
+    position: LatLng
+    speed_mps: float
+    capacity: float
+    route: list[Stop] = []
+    orders: list[Order] = []
+    picked_up: list[str] = []
+    available_at: float | None = None
+
+
+class _DomainRound(Struct):
+    now: float
+    riders: list[_DomainRider]
+    orders: list[Order]
+    weights: DispatchWeights = msgspec.field(default_factory=DispatchWeights)
+    utc_offset_s: float = 0.0
+
+
+class RoundDecoder:
+    """``decode(body)``: the round as a ``DispatchCall`` when the JSON ``body`` is a valid
+    dispatch request under ``limits``, else None (validate it with the pydantic model)."""
+
+    def __init__(self, limits: Limits) -> None:
+        self._wire = msgspec.json.Decoder(_wire_round(limits))
+        self._domain = msgspec.json.Decoder(_DomainRound)
+
+    @staticmethod
+    @functools.cache
+    def for_limits(limits: Limits) -> "RoundDecoder":
+        return RoundDecoder(limits)
+
+    def decode(self, body: bytes) -> DispatchCall | None:
+        try:
+            self._wire.decode(body)  # the models' rules; the result is not needed
+            # Order.__post_init__ refuses a promise before creation (the models' own check).
+            got: Any = self._domain.decode(body)
+            riders = tuple(
+                Rider(
+                    r.id,
+                    r.position,
+                    r.speed_mps,
+                    r.capacity,
+                    Route(tuple(r.route)),
+                    tuple(r.orders),
+                    frozenset(r.picked_up),
+                    r.available_at,
+                )
+                for r in got.riders
+            )
+            round_ = DispatchRound(got.now, riders, tuple(got.orders), got.weights)
+        except (msgspec.DecodeError, ValueError, TypeError):
+            return None
+        return DispatchCall(round_, got.utc_offset_s)

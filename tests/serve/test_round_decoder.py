@@ -1,0 +1,149 @@
+"""The dispatch fast path never accepts what the models refuse, nor reads a body differently.
+
+``serve_app.round_decoder`` takes a JSON round straight to domain types and returns None for
+anything it does not take whole (the pydantic models then give the answer). So for every body:
+if it decodes, the models accept it too and build the same round."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from planner import generate_round
+from serve_app.config import Limits
+from serve_app.pipeline.errors import InvalidInput
+from serve_app.round_decoder import RoundDecoder
+from serve_app.schemas import DispatchRequest, RequestModels
+
+LIMITS = Limits(max_riders=40, max_orders=20, max_route_stops=24)
+MODELS = RequestModels.for_limits(LIMITS)
+DECODER = RoundDecoder.for_limits(LIMITS)
+
+
+def model_round(body: bytes):
+    """The models' reading of ``body``: (round, utc offset), or None when they refuse it."""
+    try:
+        req = MODELS.dispatch.model_validate_json(body)
+        return req.to_domain(), req.utc_offset_s
+    except (ValidationError, InvalidInput):
+        return None
+
+
+def base_body(riders: int, orders: int, seed: int) -> dict:
+    return json.loads(
+        DispatchRequest.from_domain(generate_round(riders, orders, seed=seed)).model_dump_json()
+    )
+
+
+@pytest.mark.parametrize(
+    ("riders", "orders", "seed"), [(1, 1, 0), (12, 5, 1), (40, 20, 2), (0, 3, 3)]
+)
+def test_valid_rounds_decode_to_the_models_round(riders, orders, seed):
+    body = base_body(riders, orders, seed)
+    body["weights"] = {"late_weight": 2, "max_orders_per_rider": 2, "candidate_riders": 5}
+    body["utc_offset_s"] = 3600
+    raw = json.dumps(body).encode()
+    got = DECODER.decode(raw)
+    assert got is not None
+    assert (got.round_, got.utc_offset_s) == model_round(raw)
+
+
+def test_bodies_past_a_limit_or_malformed_are_left_to_the_models():
+    over = base_body(41, 1, 0)
+    for raw in (
+        json.dumps(over).encode(),
+        b'{"now": 1, "riders": [], "orders": [], "extra": 1}',
+        b'{"now": NaN, "riders": [], "orders": []}',
+        b'{"now": 1, "riders": [], "orders": [],}',
+        b"\xef\xbb\xbf{}",
+    ):
+        assert DECODER.decode(raw) is None
+    assert DECODER.decode(b'{"now": 1, "riders": [], "orders": []}') is not None
+
+
+HOSTILE = st.one_of(
+    st.sampled_from(
+        [
+            None,
+            True,
+            False,
+            0,
+            -1,
+            1,
+            1.5,
+            2.0,
+            1e10,
+            1e11,
+            -1e-9,
+            10**20,
+            90,
+            91,
+            -180.5,
+            1001,
+            10_001,
+            50.1,
+            0.05,
+            "",
+            "x",
+            "a" * 129,
+            "pickup",
+            "dropoff",
+            "PICKUP",
+            [],
+            {},
+            [1],
+            {"lat": 1, "lng": 2},
+        ]
+    ),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(),
+    st.text(max_size=5),
+)
+
+
+def _paths(obj, here=()):
+    """Every (container, key) in ``obj``."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield obj, k
+            yield from _paths(v, (*here, k))
+    elif isinstance(obj, list):
+        for k, v in enumerate(obj):
+            yield obj, k
+            yield from _paths(v, (*here, k))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 50),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "delete", "add"]), HOSTILE),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_a_body_the_fast_path_accepts_is_read_as_the_models_read_it(seed, edits):
+    body = base_body(6, 4, seed)
+    for pick, how, value in edits:
+        places = list(_paths(body))
+        container, key = places[pick % len(places)]
+        if how == "set":
+            container[key] = value
+        elif how == "delete":
+            del container[key]
+        elif isinstance(container, dict):
+            container["unknown_field"] = value
+        else:
+            container.append(value)
+    raw = json.dumps(body, allow_nan=False).encode()
+    got = DECODER.decode(raw)
+    if got is not None:
+        want = model_round(raw)
+        assert want is not None, raw[:300]
+        assert (got.round_, got.utc_offset_s) == want
+        assert all(math.isfinite(o.created_at) for o in got.round_.orders)
