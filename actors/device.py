@@ -259,7 +259,7 @@ EXIT_GRACE_S = 0.5
 
 
 class GuardSettings(BaseModel):
-    """How a model replica watches its device (``args.resilience`` in deploy.yaml extends this;
+    """How a model replica watches its device (``args.resilience.replicas`` in deploy.yaml;
     README "Operations" explains each trade-off). Defined once, here, for every deployment."""
 
     model_config = ConfigDict(extra="forbid")

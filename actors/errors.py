@@ -1,4 +1,4 @@
-"""Typed errors the actors raise; ``serve_app.errors`` maps them to HTTP once."""
+"""Typed errors the actors raise; ``serve_app.error_answers`` maps them to HTTP once."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ from ray import serve
 from actors.device import GuardSettings, replica_guard
 from actors.errors import DeadlinePassed, DeviceUnhealthy
 from actors.faults import replica_id
-from actors.metrics import ModelMetrics
+from actors.model_metrics import ModelMetrics
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
 from actors.scheduling import BatchQueue, OfflinePacing
@@ -46,12 +46,12 @@ from etr.runtime import EtrRuntime, check_features
 log = logging.getLogger("orml.etr")
 
 
-def enforce_memory_budget(device: str, runtime: str, max_batch: int, budget_mb: float) -> None:
+def enforce_memory_budget(device: str, max_batch: int, budget_mb: float) -> None:
     """Refuse a batch size whose profiled memory exceeds the budget; cap CuPy's pool on a GPU.
 
-    The need is the replica's profile (``devices.profiles``: measured for this device and
-    runtime, else the scaled estimate) at ``max_batch`` rows. Raises ValueError naming both
-    numbers, which fails the deployment's reconfigure with that message.
+    device : "cpu" or "cuda:<n>". The need is the ETR profile of this device's type
+    (``devices.profiles``: measured, else the scaled estimate) at ``max_batch`` rows. Raises
+    ValueError naming both numbers, which fails the deployment's reconfigure with that message.
     """
     from devices.catalog import local_gpu_type
     from devices.profiles import ProfileSet
@@ -221,10 +221,7 @@ class EtrDeployment:
             serving = models[serve_version]
             if config.memory_budget_mb is not None:
                 enforce_memory_budget(
-                    serving.runtime.device,
-                    serving.runtime.name,
-                    config.max_batch_size,
-                    config.memory_budget_mb,
+                    serving.runtime.device, config.max_batch_size, config.memory_budget_mb
                 )
             if self.serving is not None and serving is not self.serving:
                 log.info("ETR model v%s -> v%s", self.serving.version, serving.version)

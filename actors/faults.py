@@ -1,6 +1,6 @@
 """Fault injection for tests and recovery drills: make a replica act poisoned, hung or dead.
 
-Off unless the application is deployed with ``resilience.fault_injection: true``; then the
+Off unless the application is deployed with ``resilience.replicas.fault_injection: true``; then the
 ingress exposes ``POST /admin/faults`` and each model replica accepts ``inject_fault``. A
 replica built without the switch refuses with ``FaultInjectionDisabled``.
 
@@ -35,7 +35,7 @@ class FaultKind(enum.StrEnum):
 
 
 class FaultInjectionDisabled(PermissionError):
-    """The replica was deployed without ``resilience.fault_injection``."""
+    """The replica was deployed without ``resilience.replicas.fault_injection``."""
 
 
 #: The sticky error a poisoned context reports; the text mirrors CUDA's own.

@@ -52,7 +52,8 @@ MAX_WATCHED_WAIT_S = 120.0
     request_router_config=BUSY_ROUTER,
 )
 class OrSolverDeployment:
-    """backend : "auto" | "numpy" | "cupy" (see ``kernels.backend``); guard : the replica's
+    """backend : "auto" | "numpy" | "cupy", None for this process's $ORML_BACKEND (see
+    ``kernels.backend.resolve_backend``); guard : the replica's
     ``actors.device.GuardSettings`` as a dict (watchdog, probe timeout, health hold, exit on
     fault, fault injection, stuck alarm); speed : this replica's throughput relative to the
     reference device (the router's weight); emulate : ``actors.emulation.Emulation`` fields to
@@ -61,7 +62,7 @@ class OrSolverDeployment:
 
     def __init__(
         self,
-        backend: str = "auto",
+        backend: str | None = None,
         guard: dict[str, Any] | None = None,
         speed: float = 1.0,
         emulate: dict[str, Any] | None = None,

@@ -35,10 +35,12 @@ FULL_CAPACITY_TARGET_S = 3.0
 
 def deploy(name: str, fast: bool) -> None:
 
-    resilience = {"fault_injection": True, "watchdog_s": 1.0}
+    guard = {"fault_injection": True, "watchdog_s": 1.0}
+    resilience: dict = {"replicas": guard}
     health: dict = drill.FAST_RECOVERY
     if not fast:  # Serve's defaults, no self-exit, no retries in the ingress
-        resilience |= {"exit_on_device_fault": False, "health_hold_s": 0.0, "retry_budget_s": 1e-3}
+        guard |= {"exit_on_device_fault": False, "health_hold_s": 0.0}
+        resilience |= {"retry_budget_s": 1e-3}
         health = {}
     args = DispatchAppArgs(
         backend="numpy",

@@ -47,6 +47,9 @@ from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
 MIX_DEVICE = {"per_call_ms": 50.0, "per_row_ms": 1.0}
 SOLVER_CALL_MS = 100.0
+#: The dispatch admission lane of the cluster benches' app (bench/fleet_vs_real.py's
+#: simulation runs the same lane).
+DISPATCH_LANE = {"max_in_flight": 64, "max_queued": 256}
 DEFAULT_ROUTER = "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter"
 SLO_MS = 500.0
 
@@ -211,7 +214,7 @@ class ClusterApp:
             backend="numpy",
             etr_runtime="onnxruntime",
             emulate_solver=emulate,
-            admission={"dispatch": {"max_in_flight": 64, "max_queued": 256}},
+            admission={"dispatch": DISPATCH_LANE},
         )
         on_head = {"num_cpus": 0.1, "resources": {"head_slot": 1}}
         options = {

@@ -8,16 +8,23 @@ from typing import Literal
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+#: The OR kernels' array backend: 'auto' is CuPy when a CUDA device works, else NumPy
+#: (``kernels.backend.resolve_backend``).
+BackendChoice = Literal["auto", "numpy", "cupy"]
+
 
 class Settings(BaseSettings):
-    """Environment configuration; every field is read from ``ORML_<FIELD>``."""
+    """Environment configuration; every field is read from ``ORML_<FIELD>``.
+
+    The served app's arguments (``serve_app.config``) leave ``backend`` and ``cache.redis_url``
+    None to mean "this process's setting here": a value in deploy.yaml wins, the environment
+    fills in, and each is merged in one place (``resolve_backend``, ``build_cache``).
+    """
 
     model_config = SettingsConfigDict(env_prefix="ORML_", extra="forbid", frozen=True)
 
-    backend: Literal["auto", "numpy", "cupy"] = Field(
-        "auto",
-        description="Array backend for the kernels: 'auto' uses CuPy when a CUDA device works, "
-        "else NumPy.",
+    backend: BackendChoice = Field(
+        "auto", description="Array backend for the OR kernels (``BackendChoice``)."
     )
     redis_url: str | None = Field(
         None,

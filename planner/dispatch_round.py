@@ -17,7 +17,6 @@ call to a solver replica, so the R x O candidate arrays never leave the solver's
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,6 +45,7 @@ from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
 from kernels.schedule import schedule
 from planner.round_to_arrays import PackedRound, pack_round
+from planner.stage_times import StageTimes
 
 STAGES = ("pack", "etr", "solve", "unpack")
 SOLVE_STEPS = ("insertion_ms", "assign_ms", "insert_ms", "improve_ms")
@@ -226,7 +226,7 @@ def solve_round(
         it raises ends the solve (a replica whose caller has given up stops computing).
     Runs on the arrays' device; returns host NumPy (``Assigned``, its timings ``SOLVE_STEPS``).
     """
-    timings: dict[str, float] = {"insertion_ms": 0.0, "assign_ms": 0.0, "insert_ms": 0.0}
+    times = StageTimes(*SOLVE_STEPS)
     routes, orders, owner = arrays.routes, arrays.orders, arrays.owner
     xp = routes.xp
     w = weights.late_weight
@@ -245,51 +245,47 @@ def solve_round(
             break
         if checkpoint is not None:
             checkpoint()
-        t0 = time.perf_counter()
-        if step == 0:
-            ins = _price(routes, orders, w, weights.candidate_riders, checkpoint)
-        else:
-            sub_routes = routes.take(xp.asarray(open_riders))
-            sub_orders = orders.take(xp.asarray(open_orders))
-            ins = _price(sub_routes, sub_orders, w, weights.candidate_riders, checkpoint)
-        cost = ins.cost
-        if floor_all is not None:
-            idx = xp.asarray(open_orders)
-            cost = etr_adjusted_cost(ins, due_all[idx], floor_all[idx], w)
-        ever_feasible[open_orders] |= to_numpy(xp.isfinite(cost).any(axis=0))
-        t1 = time.perf_counter()
+        with times("insertion_ms"):
+            if step == 0:
+                ins = _price(routes, orders, w, weights.candidate_riders, checkpoint)
+            else:
+                sub_routes = routes.take(xp.asarray(open_riders))
+                sub_orders = orders.take(xp.asarray(open_orders))
+                ins = _price(sub_routes, sub_orders, w, weights.candidate_riders, checkpoint)
+            cost = ins.cost
+            if floor_all is not None:
+                idx = xp.asarray(open_orders)
+                cost = etr_adjusted_cost(ins, due_all[idx], floor_all[idx], w)
+            ever_feasible[open_orders] |= to_numpy(xp.isfinite(cost).any(axis=0))
         if checkpoint is not None:
             checkpoint()
-        pick = to_numpy(assign(cost))
-        got = np.nonzero(pick >= 0)[0]
-        t2 = time.perf_counter()
-        timings["insertion_ms"] += (t1 - t0) * 1000.0
-        timings["assign_ms"] += (t2 - t1) * 1000.0
+        with times("assign_ms"):
+            pick = to_numpy(assign(cost))
+            got = np.nonzero(pick >= 0)[0]
         if got.size == 0:
             break
-        sub_r = pick[got]
-        rows, order_idx = open_riders[sub_r], open_orders[got]
-        ii, jj = to_numpy(ins.pickup_pos)[sub_r, got], to_numpy(ins.dropoff_pos)[sub_r, got]
-        assigned_cost[order_idx] = to_numpy(cost)[sub_r, got]
-        routes, owner = insert_orders(
-            routes,
-            owner,
-            xp.asarray(rows),
-            orders.take(xp.asarray(order_idx)),
-            xp.asarray(ii),
-            xp.asarray(jj),
-            xp.asarray(order_idx.astype(np.int32)),
-        )
-        rider_of[order_idx] = rows
-        taken[rows] += 1
-        timings["insert_ms"] += (time.perf_counter() - t2) * 1000.0
+        with times("insert_ms"):
+            sub_r = pick[got]
+            rows, order_idx = open_riders[sub_r], open_orders[got]
+            ii, jj = to_numpy(ins.pickup_pos)[sub_r, got], to_numpy(ins.dropoff_pos)[sub_r, got]
+            assigned_cost[order_idx] = to_numpy(cost)[sub_r, got]
+            routes, owner = insert_orders(
+                routes,
+                owner,
+                xp.asarray(rows),
+                orders.take(xp.asarray(order_idx)),
+                xp.asarray(ii),
+                xp.asarray(jj),
+                xp.asarray(order_idx.astype(np.int32)),
+            )
+            rider_of[order_idx] = rows
+            taken[rows] += 1
     changed = np.unique(rider_of[rider_of >= 0])
-    t3 = time.perf_counter()
     if checkpoint is not None:
         checkpoint()
-    if improve_routes and changed.size:
-        routes, owner, _ = improve(routes, owner, late_weight=w, rows=xp.asarray(changed))
-    timings["improve_ms"] = (time.perf_counter() - t3) * 1000.0
+    with times("improve_ms"):
+        if improve_routes and changed.size:
+            routes, owner, _ = improve(routes, owner, late_weight=w, rows=xp.asarray(changed))
     return Assigned(
         routes=routes.to(np),
         owner=to_numpy(owner),
@@ -299,7 +295,7 @@ def solve_round(
         changed=changed,
         base_travel=to_numpy(base.travel),
         base_lateness=to_numpy(base.total_lateness),
-        timings_ms=timings,
+        timings_ms=times.ms,
         backend="numpy" if xp is np else "cupy",
     )
 
@@ -328,27 +324,27 @@ def dispatch_round(
     Raises RuntimeError if "cupy" is forced without a working GPU, ValueError if etr_minutes
     has the wrong length.
     """
-    t0 = time.perf_counter()
-    name = resolve_backend(backend)
-    xp = module_for(name)
-    packed, arrays = round_arrays(round_)
-    floor = None
-    if etr_minutes is not None:
-        if len(etr_minutes) != len(round_.orders):
-            raise ValueError(
-                f"etr_minutes has {len(etr_minutes)} values for {len(round_.orders)} orders"
+    times = StageTimes()
+    with times("total_ms"):
+        with times("pack_ms"):
+            xp = module_for(resolve_backend(backend))
+            packed, arrays = round_arrays(round_)
+            floor = None
+            if etr_minutes is not None:
+                if len(etr_minutes) != len(round_.orders):
+                    raise ValueError(
+                        f"etr_minutes has {len(etr_minutes)} values for {len(round_.orders)} orders"
+                    )
+                floor = etr_floor_seconds(round_, etr_minutes)
+        with times("solve_ms"):
+            assigned = solve_round(
+                arrays.to(xp), round_.weights, etr_floor=floor, improve_routes=improve_routes
             )
-        floor = etr_floor_seconds(round_, etr_minutes)
-    t1 = time.perf_counter()
-    assigned = solve_round(
-        arrays.to(xp), round_.weights, etr_floor=floor, improve_routes=improve_routes
-    )
-    t2 = time.perf_counter()
-    plan = build_plan(round_, packed, assigned, floor)
-    timings = {"pack_ms": (t1 - t0) * 1000.0, "solve_ms": (t2 - t1) * 1000.0}
-    timings.update(assigned.timings_ms)
-    timings["unpack_ms"] = (time.perf_counter() - t2) * 1000.0
-    timings["total_ms"] = (time.perf_counter() - t0) * 1000.0
+        with times("unpack_ms"):
+            plan = build_plan(round_, packed, assigned, floor)
+    timings = {"pack_ms": times.ms["pack_ms"], "solve_ms": times.ms["solve_ms"]}
+    timings |= assigned.timings_ms
+    timings |= {"unpack_ms": times.ms["unpack_ms"], "total_ms": times.ms["total_ms"]}
     return replace(plan, timings_ms=timings)
 
 

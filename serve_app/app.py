@@ -7,7 +7,7 @@ thin adapter over one ``serve_app.pipeline.Pipeline``.
 Every protocol does the same three things: build the request's ``CallContext`` (deadline,
 traffic class), hand the pipeline a decoder that parses the body only once the request is
 admitted, and encode the answer. Errors of every protocol come from one table
-(``serve_app.errors``).
+(``serve_app.error_answers``).
 """
 
 import asyncio
@@ -31,20 +31,21 @@ from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
 from serve_app.direct_routes import DirectRoutes
-from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
+from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.failover import Failover
 from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
 from serve_app.heap_probe import HeapProbe
 from serve_app.http_routes import ENDPOINT_OF_PATH
+from serve_app.ingress_metrics import CacheMetrics, stage_histogram
 from serve_app.local_etr import LocalEtr
-from serve_app.metrics import CacheMetrics, stage_histogram
 from serve_app.openapi import document_request_bodies
 from serve_app.pipeline import (
     Admission,
     CallContext,
     DispatchCall,
+    DispatchSource,
     EtrCall,
     FieldError,
     InvalidInput,
@@ -56,6 +57,7 @@ from serve_app.pipeline.api_keys import ApiKeys
 from serve_app.pipeline.context import context_from_metadata, safe_request_id
 from serve_app.pipeline.errors import Unauthenticated
 from serve_app.request_metrics import RequestMetrics
+from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import (
     DispatchRequest,
     DispatchResponse,
@@ -95,7 +97,7 @@ document_request_bodies(
 
 @api.exception_handler(Exception)
 async def _error(request: Request, exc: Exception) -> Response:
-    """Every error, every route: the status and detail from ``serve_app.errors``."""
+    """Every error, every route: the status and detail from ``serve_app.error_answers``."""
     if isinstance(exc, HTTPException):
         return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
     if isinstance(exc, RequestValidationError):
@@ -172,7 +174,7 @@ def _warn_if_grpc_uncapped(max_body_bytes: int) -> None:
         )
 
 
-def _observe_timings(endpoint: str, timings: dict[str, float]) -> None:
+def _observe_timings(timings: dict[str, float]) -> None:
     for stage, ms in timings.items():
         stage_histogram().observe(ms, tags={"stage": stage})
 
@@ -189,13 +191,17 @@ class DispatchIngress(GrpcIngress):
         self.args = DispatchAppArgs(**args)
         api.state.limits = self.args.limits
         self.models = RequestModels.for_limits(self.args.limits)
+        self.round_decoder = RoundDecoder.for_limits(self.args.limits)
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
         res = self.args.resilience
         self.failover = Failover(res.call_timeout_s, res.retry_budget_s, res.max_replica_faults)
-        self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.watchdog_s)
+        self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.replicas.watchdog_s)
         self.etr_remote = EtrHandle(etr, self.failover)
         self.etr = LocalEtr(
-            self.etr_remote, self.args.etr_runtime, res.guard(), self.args.etr_placement
+            self.etr_remote,
+            self.args.etr_runtime,
+            res.replicas.model_dump(),
+            self.args.etr_placement,
         )
         # The caches sit here, in front of the hops: a hit costs no call to a model.
         self.cache = build_cache(self.args.cache)
@@ -254,8 +260,13 @@ class DispatchIngress(GrpcIngress):
     async def dispatch(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
-        async def decode() -> DispatchRequest:
-            return await http_edge.parse(request, self.models.dispatch)
+        async def decode() -> DispatchSource:
+            body, media = await http_edge.read_body(request)
+            if media == http_edge.JSON:
+                call = self.round_decoder.decode(body)  # a valid body, straight to domain types
+                if call is not None:
+                    return call
+            return http_edge.validate_body(body, media, self.models.dispatch)
 
         plan = await self.pipeline.dispatch(decode, ctx)
         return http_edge.encode(request, plan_to_dict(plan))
@@ -363,11 +374,11 @@ class DispatchIngress(GrpcIngress):
 
     @api.post("/admin/faults", include_in_schema=False)
     async def inject_fault(self, request: Request) -> dict[str, Any]:
-        """Drills only: 404 unless deployed with ``resilience.fault_injection: true``. The
+        """Drills only: 404 unless deployed with ``resilience.replicas.fault_injection: true``. The
         token is checked before the body is read (nothing of the API is told to a caller
         without one)."""
         self.api_keys.check("admin", request.headers.get("authorization"))
-        if not self.args.resilience.fault_injection:
+        if not self.args.resilience.replicas.fault_injection:
             raise HTTPException(status_code=404, detail="Not Found")
         req = await http_edge.parse(request, FaultRequest)
         handle = self.solver.handle if req.deployment == "OrSolver" else self.etr_remote.handle
@@ -380,7 +391,7 @@ class DispatchIngress(GrpcIngress):
         """Hops made per deployment, the admission lanes' counters and, where the ETR model
         runs in the ingress, its Busy by traffic class (tests, drills)."""
         if self.cache is not None:
-            self._cache_metrics.export(self.cache.cache)
+            self._cache_metrics.export(self.cache.levels)
         return {
             "hops": {
                 "OrSolver.solve_round": self.solver.calls,

@@ -30,7 +30,7 @@ def build_app(
     if isinstance(args, dict):
         args = DispatchAppArgs(**args)
     opts = dict(options or {})
-    guard = args.resilience.guard()
+    guard = args.resilience.replicas.model_dump()
     emulate = None if args.emulate_solver is None else args.emulate_solver.model_dump()
     or_solver = OrSolverDeployment.options(**opts.pop("OrSolver", {})).bind(
         args.backend, guard, emulate=emulate, offline=args.offline_solves.model_dump()

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from actors.device import GuardSettings
 from actors.emulation import Emulation
+from config import BackendChoice
 from serve_app.pipeline.limits import Limits
 
 
@@ -70,16 +71,18 @@ class CacheArgs(BaseModel):
         return url
 
 
-class ResilienceArgs(GuardSettings):
-    """Failover and fault detection (README "Operations" explains the trade-offs): the model
-    replicas' ``GuardSettings`` plus the ingress's retry bounds."""
+class ResilienceArgs(BaseModel):
+    """Failover and fault detection (README "Operations" explains the trade-offs): the ingress's
+    retry bounds, and how the model replicas watch their devices."""
 
+    model_config = ConfigDict(extra="forbid")
     call_timeout_s: float = Field(
         60.0,
         gt=0,
         le=600,
         description="Last resort: an attempt (queueing at the handle included) unanswered this "
-        "long is cancelled and retried. Hangs are normally caught sooner by watchdog_s.",
+        "long is cancelled and retried. Hangs are normally caught sooner by "
+        "replicas.watchdog_s.",
     )
     retry_budget_s: float = Field(
         30.0,
@@ -87,7 +90,6 @@ class ResilienceArgs(GuardSettings):
         le=600,
         description="Total time one request may spend failing over before it is answered 503.",
     )
-
     max_replica_faults: int = Field(
         2,
         ge=1,
@@ -96,10 +98,11 @@ class ResilienceArgs(GuardSettings):
         "(process died, device failed) is answered 422 naming its request id instead of being "
         "sent on to the next replica: a poison pill kills at most this many.",
     )
-
-    def guard(self) -> dict[str, float | bool]:
-        """The model deployments' ``guard`` argument: the GuardSettings fields of these."""
-        return {name: getattr(self, name) for name in GuardSettings.model_fields}
+    replicas: GuardSettings = Field(
+        default_factory=GuardSettings,
+        description="Every model replica's guard (watchdog, probe, health hold, exit on a "
+        "device fault, drills, Busy window): the deployments' ``guard`` argument.",
+    )
 
 
 class LaneArgs(BaseModel):
@@ -190,8 +193,10 @@ class DispatchAppArgs(BaseModel):
 
     # No input echoed in errors: a refused value may be a secret (a Redis URL with a password).
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
-    backend: Literal["auto", "numpy", "cupy"] = Field(
-        "auto", description="OR kernels: CuPy when a GPU works, else NumPy."
+    backend: BackendChoice | None = Field(
+        None,
+        description="OR kernels: CuPy when a GPU works (auto), else NumPy; None: the solver "
+        "replicas' $ORML_BACKEND (auto when unset).",
     )
     etr_runtime: (
         Literal["auto", "tensorrt", "cupy", "onnxruntime", "numpy"]

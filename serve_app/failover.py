@@ -41,7 +41,7 @@ from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 
 from actors.errors import Abandoned, DeadlinePassed, DeviceUnhealthy
-from serve_app.metrics import failover_counter
+from serve_app.ingress_metrics import failover_counter
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.errors import DeadlineExceeded, Overloaded, PoisonRequest, Unavailable
 

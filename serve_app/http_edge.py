@@ -56,8 +56,15 @@ async def parse(request: Request, model: type[M]) -> M:
     """Read and validate the body as ``model`` (one of ``RequestModels``: bounded by the
     limits); raises InvalidInput (field paths under ``body``), TooLarge (a list past its
     limit), UnsupportedMediaType, or the body limit's TooLarge while reading."""
+    body, media = await read_body(request)
+    return validate_body(body, media, model)
+
+
+async def read_body(request: Request) -> tuple[bytes, str]:
+    """The body and its media type (JSON or msgpack); raises UnsupportedMediaType, or the body
+    limit's TooLarge while reading."""
     media = body_media_type(request)
-    return validate_body(await request.body(), media, model)
+    return await request.body(), media
 
 
 def validate_body(body: bytes, media: str, model: type[M]) -> M:

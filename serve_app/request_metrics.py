@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from serve_app.http_routes import route_label
-from serve_app.metrics import requests_by_endpoint
+from serve_app.ingress_metrics import requests_by_endpoint
 
 
 class RequestMetrics:

@@ -213,7 +213,7 @@ class DispatchRequest(_Model):
             self._orders = tuple(orders)
         return self._orders
 
-    def to_round(self) -> DispatchRound:
+    def to_domain(self) -> DispatchRound:
         """The whole round; InvalidInput naming the rider or order that breaks a domain rule."""
         orders = self.new_orders()
         riders = []
@@ -226,10 +226,6 @@ class DispatchRequest(_Model):
             return DispatchRound(self.now, tuple(riders), orders, self.weights.to_domain())
         except ValueError as exc:
             raise InvalidInput.at(("body",), str(exc)) from exc
-
-    def to_domain(self) -> DispatchRound:
-        """The whole round (``to_round``)."""
-        return self.to_round()
 
     @classmethod
     def from_domain(cls, r: DispatchRound, utc_offset_s: float = 0.0) -> DispatchRequest:
@@ -420,9 +416,7 @@ class SolveRequest(_Model):
                 self.name, self.vehicles, self.capacity, rows, lambda k: f"tasks[{k}]"
             )
         except InstanceError as exc:
-            loc, _, msg = str(exc).partition(": ")
-            index = int(loc[len("tasks[") : -1]) if loc.startswith("tasks[") else 0
-            raise InvalidInput.at(("body", "tasks", index), msg) from exc
+            raise InvalidInput.at(("body", "tasks", exc.row or 0), exc.reason) from exc
         return SolveCall(instance, self.time_limit_s, self.seed, self.model_dump(exclude={"name"}))
 
 
@@ -442,7 +436,7 @@ class SolveResponse(_Model):
 
 
 class FaultRequest(_Model):
-    """Drills only (``resilience.fault_injection``): which deployment, which fault."""
+    """Drills only (``resilience.replicas.fault_injection``): which deployment, which fault."""
 
     deployment: Literal["OrSolver", "Etr"]
     kind: Literal["poison", "hang", "crash"]

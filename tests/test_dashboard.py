@@ -9,9 +9,9 @@ from pathlib import Path
 DASHBOARD = Path(__file__).resolve().parents[1] / "docs/grafana/orml-serve.json"
 ROOT = Path(__file__).resolve().parents[1]
 METRICS_SRC = [
-    ROOT / "actors/metrics.py",
+    ROOT / "actors/model_metrics.py",
     ROOT / "actors/replica_load.py",
-    ROOT / "serve_app/metrics.py",
+    ROOT / "serve_app/ingress_metrics.py",
 ]
 
 

@@ -91,10 +91,32 @@ def _mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
-    """Check the solution in ``solution_dir`` against ``instance_dir``; lists every violation
-    (``feasible`` is True when there are none) and computes the metrics."""
-    inst, sol = Path(instance_dir), Path(solution_dir)
+@dataclass(frozen=True)
+class _Day:
+    """The instance as the checker reads it: minutes, metres, dollars; ids as in the files."""
+
+    meters_per_minute: float
+    pickup_service: float
+    dropoff_service: float
+    target: float
+    pay_per_order: float
+    pay_per_hour: float
+    place: dict[str, tuple[float, float]]  # restaurant or order (its customer) -> (x, y)
+    restaurant_of: dict[str, str]
+    ready_of: dict[str, int]
+    placed_of: dict[str, int]
+    shift: dict[str, tuple[int, int]]  # courier -> (on, off)
+    start: dict[str, tuple[float, float]]
+
+    def travel(self, a: tuple[float, float], b: tuple[float, float]) -> int:
+        return math.ceil(math.hypot(a[0] - b[0], a[1] - b[1]) / self.meters_per_minute)
+
+
+#: A bundle as the assignments file gives it: (assigned at, pickup, courier, order ids).
+_Bundle = tuple[int, int, str, list[str]]
+
+
+def _read_day(inst: Path) -> _Day:
     params_rows = _table(inst / "instance_parameters.txt")
     if len(params_rows) != 1 or len(params_rows[0][1]) != 7:
         raise SolutionFormatError(f"{inst / 'instance_parameters.txt'}: expected 7 values")
@@ -108,46 +130,63 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
     for _, r in _table(inst / "couriers.txt"):
         start[r[0]] = (float(r[1]), float(r[2]))
         shift[r[0]] = (int(r[3]), int(r[4]))
+    return _Day(
+        meters_per_minute=mpm,
+        pickup_service=ps,
+        dropoff_service=ds,
+        target=target,
+        pay_per_order=per_order,
+        pay_per_hour=per_hour,
+        place=place,
+        restaurant_of=restaurant_of,
+        ready_of=ready_of,
+        placed_of=placed_of,
+        shift=shift,
+        start=start,
+    )
 
-    def travel(a: tuple[float, float], b: tuple[float, float]) -> int:
-        return math.ceil(math.hypot(a[0] - b[0], a[1] - b[1]) / mpm)
 
-    problems: list[str] = []
-    # ---- bundles
-    path = sol / "solution_info_assignments.txt"
-    bundles: list[tuple[int, int, str, list[str]]] = []
+def _check_bundles(
+    day: _Day, path: Path, problems: list[str]
+) -> tuple[list[_Bundle], dict[str, int]]:
+    """The bundles (unknown orders dropped) and each order's bundle index."""
+    bundles: list[_Bundle] = []
     bundle_of: dict[str, int] = {}
     for line, f in _table(path):
         if len(f) < 4:
             raise SolutionFormatError(f"{path}:{line}: expected time, pickup, courier, orders")
         at, pickup, courier, ids = _int(path, line, f[0]), _int(path, line, f[1]), f[2], f[3:]
         where = f"{path.name}:{line}"
-        if courier not in shift:
+        if courier not in day.shift:
             problems.append(f"{where}: unknown courier {courier}")
             continue
         for oid in ids:
-            if oid not in placed_of:
+            if oid not in day.placed_of:
                 problems.append(f"{where}: unknown order {oid}")
             elif oid in bundle_of:
                 problems.append(f"{where}: order {oid} is in more than one bundle")
             else:
                 bundle_of[oid] = len(bundles)
-        ids = [o for o in ids if o in placed_of]
-        if len({restaurant_of[o] for o in ids}) > 1:
+        ids = [o for o in ids if o in day.placed_of]
+        if len({day.restaurant_of[o] for o in ids}) > 1:
             problems.append(f"{where}: a bundle from more than one restaurant")
         for oid in ids:
-            if at < placed_of[oid]:
+            if at < day.placed_of[oid]:
                 problems.append(f"{where}: assigned at {at}, before order {oid} was placed")
-            if pickup < ready_of[oid]:
+            if pickup < day.ready_of[oid]:
                 problems.append(f"{where}: picked up at {pickup}, before order {oid} is ready")
-        if pickup > shift[courier][1]:
+        if pickup > day.shift[courier][1]:
             problems.append(f"{where}: pickup at {pickup}, after courier {courier}'s off time")
         if pickup < at:
             problems.append(f"{where}: picked up at {pickup}, before the assignment at {at}")
         bundles.append((at, pickup, courier, ids))
+    return bundles, bundle_of
 
-    # ---- orders
-    path = sol / "solution_info_orders.txt"
+
+def _check_orders(
+    path: Path, bundles: list[_Bundle], bundle_of: dict[str, int], problems: list[str]
+) -> dict[str, int]:
+    """Each delivered order's drop-off minute, the orders file held to the bundles."""
     drop_of: dict[str, int] = {}
     listed: dict[str, tuple[str, str, str]] = {}
     for line, f in _table(path):
@@ -155,7 +194,7 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
             raise SolutionFormatError(f"{path}:{line}: expected 6 fields, got {len(f)}")
         listed[f[0]] = (f[3], f[4], f[5])
     for oid, k in bundle_of.items():
-        at, pickup, courier, _ = bundles[k]
+        _, pickup, courier, _ = bundles[k]
         row = listed.get(oid)
         if row is None or "nan" in row:
             problems.append(f"orders: {oid} is in a bundle but not listed as delivered")
@@ -166,9 +205,15 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
     for oid, row in listed.items():
         if "nan" not in row and oid not in bundle_of:
             problems.append(f"orders: {oid} listed as delivered but in no bundle")
+    return drop_of
 
-    # ---- moves: continuity, and the courier where the bundle says when it says
-    path = sol / "solution_info_couriers.txt"
+
+def _check_moves(
+    day: _Day, path: Path, bundles: list[_Bundle], drop_of: dict[str, int], problems: list[str]
+) -> float:
+    """Moves continuous in place and time, the courier where each bundle says when it says;
+    returns the couriers' busy minutes (driving and service)."""
+    ps, ds = day.pickup_service, day.dropoff_service
     moves: dict[str, list[tuple[int, int, str, str]]] = {}
     for line, f in _table(path):
         if len(f) != 4:
@@ -178,10 +223,10 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
     arrivals: dict[tuple[str, str], list[int]] = {}  # (courier, place) -> arrival minutes
     departures: dict[tuple[str, str], list[int]] = {}  # (courier, place) -> departure minutes
     for courier, seq in moves.items():
-        if courier not in shift:
+        if courier not in day.shift:
             problems.append(f"couriers: unknown courier {courier}")
             continue
-        here, free = "0", shift[courier][0]
+        here, free = "0", day.shift[courier][0]
         for line, depart, origin, dest in seq:
             where = f"{path.name}:{line}"
             if origin != here:
@@ -189,13 +234,13 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
             if depart < free:
                 problems.append(f"{where}: {courier} leaves at {depart}, busy until {free}")
             departures.setdefault((courier, origin), []).append(depart)
-            a = start[courier] if origin == "0" else place.get(origin)
-            b = start[courier] if dest == "0" else place.get(dest)
+            a = day.start[courier] if origin == "0" else day.place.get(origin)
+            b = day.start[courier] if dest == "0" else day.place.get(dest)
             here = dest
             if a is None or b is None:
                 problems.append(f"{where}: unknown place {origin if a is None else dest}")
                 continue
-            minutes = travel(a, b)
+            minutes = day.travel(a, b)
             busy_minutes += minutes
             arrive = depart + minutes
             arrivals.setdefault((courier, dest), []).append(arrive)
@@ -205,7 +250,7 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
     for _, pickup, courier, ids in bundles:
         if not ids:
             continue
-        rest = restaurant_of[ids[0]]
+        rest = day.restaurant_of[ids[0]]
         there = [a for a in arrivals.get((courier, rest), []) if a <= pickup - ps / 2]
         if not there:
             problems.append(f"bundle {ids}: {courier} is not at {rest} by {pickup - ps / 2}")
@@ -226,30 +271,52 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
                 problems.append(f"order {oid}: dropped off before its pickup")
             last = drop
         busy_minutes += ps + ds * len(ids)
+    return busy_minutes
 
-    # ---- metrics
-    delivered = [o for o in placed_of if o in drop_of]
-    c2d = [drop_of[o] - placed_of[o] for o in delivered]
-    r2p = [bundles[bundle_of[o]][1] - ready_of[o] for o in delivered]
+
+def _metrics(
+    day: _Day,
+    bundles: list[_Bundle],
+    bundle_of: dict[str, int],
+    drop_of: dict[str, int],
+    busy_minutes: float,
+) -> Metrics:
+    delivered = [o for o in day.placed_of if o in drop_of]
+    c2d = [drop_of[o] - day.placed_of[o] for o in delivered]
+    r2p = [bundles[bundle_of[o]][1] - day.ready_of[o] for o in delivered]
     orders_by_courier: dict[str, int] = {}
     for o in delivered:
         c = bundles[bundle_of[o]][2]
         orders_by_courier[c] = orders_by_courier.get(c, 0) + 1
-    duty = {c: (off - on) for c, (on, off) in shift.items()}
+    duty = {c: (off - on) for c, (on, off) in day.shift.items()}
     pay = sum(
-        max(per_order * orders_by_courier.get(c, 0), per_hour * d / 60) for c, d in duty.items()
+        max(day.pay_per_order * orders_by_courier.get(c, 0), day.pay_per_hour * d / 60)
+        for c, d in duty.items()
     )
     n_bundles = sum(1 for b in bundles if b[3])
-    metrics = Metrics(
-        orders=len(placed_of),
-        delivered_pct=100.0 * len(delivered) / max(1, len(placed_of)),
+    return Metrics(
+        orders=len(day.placed_of),
+        delivered_pct=100.0 * len(delivered) / max(1, len(day.placed_of)),
         click_to_door_mean=_mean(c2d),
         click_to_door_p90=_p90(c2d),
-        overage_mean=_mean([max(0.0, v - target) for v in c2d]),
+        overage_mean=_mean([max(0.0, v - day.target) for v in c2d]),
         ready_to_pickup_mean=_mean(r2p),
         ready_to_pickup_p90=_p90(r2p),
         utilisation=busy_minutes / max(1, sum(duty.values())),
         cost_per_order=pay / len(delivered) if delivered else math.nan,
         orders_per_bundle=len(delivered) / n_bundles if n_bundles else math.nan,
     )
+
+
+def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
+    """Check the solution in ``solution_dir`` against ``instance_dir``; lists every violation
+    (``feasible`` is True when there are none) and computes the metrics. Raises
+    SolutionFormatError naming the file and line of a file that cannot be read."""
+    day = _read_day(Path(instance_dir))
+    sol = Path(solution_dir)
+    problems: list[str] = []
+    bundles, bundle_of = _check_bundles(day, sol / "solution_info_assignments.txt", problems)
+    drop_of = _check_orders(sol / "solution_info_orders.txt", bundles, bundle_of, problems)
+    busy = _check_moves(day, sol / "solution_info_couriers.txt", bundles, drop_of, problems)
+    metrics = _metrics(day, bundles, bundle_of, drop_of, busy)
     return Evaluation(not problems, metrics, problems)

@@ -16,7 +16,16 @@ import numpy as np
 
 
 class InstanceError(ValueError):
-    """A malformed instance file; the message names the file and the line."""
+    """A malformed instance; the message names the file and the line (or the request field).
+
+    row : the task row at fault when ``build_instance`` raised it, else None;
+    reason : the message without its location.
+    """
+
+    def __init__(self, where: str, reason: str, row: int | None = None) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
+        self.row = row
 
 
 @dataclass(frozen=True)
@@ -51,25 +60,25 @@ def load_instance(path: Path) -> Instance:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise InstanceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise InstanceError(str(path), f"cannot read ({exc.strerror or exc})") from exc
     lines = [(k, ln.split()) for k, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
     if not lines:
-        raise InstanceError(f"{path}:1: empty file")
+        raise InstanceError(f"{path}:1", "empty file")
     (hline, head), body = lines[0], lines[1:]
     try:
         vehicles, capacity = int(head[0]), int(head[1])
     except (IndexError, ValueError) as exc:
-        raise InstanceError(f"{path}:{hline}: expected 'vehicles capacity speed'") from exc
+        raise InstanceError(f"{path}:{hline}", "expected 'vehicles capacity speed'") from exc
     rows = []
     for line, fields in body:
         if len(fields) != 9:
-            raise InstanceError(f"{path}:{line}: expected 9 fields, got {len(fields)}")
+            raise InstanceError(f"{path}:{line}", f"expected 9 fields, got {len(fields)}")
         try:
             rows.append(tuple(float(f) for f in fields))
         except ValueError as exc:
-            raise InstanceError(f"{path}:{line}: not a number ({exc})") from exc
+            raise InstanceError(f"{path}:{line}", f"not a number ({exc})") from exc
     if not rows:
-        raise InstanceError(f"{path}:{hline}: no tasks")
+        raise InstanceError(f"{path}:{hline}", "no tasks")
     line_of = [line for line, _ in body]
     return build_instance(path.stem, vehicles, capacity, rows, lambda k: f"{path}:{line_of[k]}")
 
@@ -87,13 +96,13 @@ def build_instance(
     a pickup and delivery that do not name each other.
     """
     if vehicles < 1 or capacity < 1:
-        raise InstanceError(f"{where(0)}: vehicles and capacity must be >= 1")
+        raise InstanceError(where(0), "vehicles and capacity must be >= 1", 0)
     parsed = []
     for k, (tid, x, y, dem, e, l_, svc, p_idx, d_idx) in enumerate(rows):
         if int(tid) != k:
-            raise InstanceError(f"{where(k)}: task id {int(tid)} out of order (expected {k})")
+            raise InstanceError(where(k), f"task id {int(tid)} out of order (expected {k})", k)
         if l_ < e:
-            raise InstanceError(f"{where(k)}: latest {l_} before earliest {e}")
+            raise InstanceError(where(k), f"latest {l_} before earliest {e}", k)
         parsed.append((k, x, y, int(dem), e, l_, svc, int(p_idx), int(d_idx)))
     rows = parsed  # type: ignore[assignment]
     n = len(rows)
@@ -102,14 +111,14 @@ def build_instance(
         if dem > 0:
             ok = 0 < d_idx < n and rows[d_idx][3] == -dem and rows[d_idx][7] == k
             if not ok:
-                raise InstanceError(f"{where(k)}: pickup {k} has no matching delivery")
+                raise InstanceError(where(k), f"pickup {k} has no matching delivery", k)
             pairs.append((k, d_idx))
         elif dem < 0:
             ok = 0 < p_idx < n and rows[p_idx][3] == -dem and rows[p_idx][8] == k
             if not ok:
-                raise InstanceError(f"{where(k)}: delivery {k} has no matching pickup")
+                raise InstanceError(where(k), f"delivery {k} has no matching pickup", k)
         else:
-            raise InstanceError(f"{where(k)}: task {k} has zero demand")
+            raise InstanceError(where(k), f"task {k} has zero demand", k)
     a = np.array([r[1:7] for r in rows], dtype=np.float64)
     return Instance(
         name=name,

@@ -4,8 +4,8 @@ Serve's gRPC ingress calls the ingress deployment's method named after the RPC, 
 request message and Serve's ``grpc_context``. Each method builds the context from the call's
 metadata (``x-timeout-ms``, ``x-priority``, ``x-request-id``: gRPC's own deadline does not
 reach the replica, so the typed client sends it as ``x-timeout-ms`` too), hands the pipeline
-a decoder, and answers. Errors follow ``serve_app.errors``'s table: the status code and message
-on the context, a ``google.rpc.Status`` (field violations, RetryInfo) in the
+a decoder, and answers. Errors follow ``serve_app.error_answers``'s table: the status code
+and message on the context, a ``google.rpc.Status`` (field violations, RetryInfo) in the
 ``grpc-status-details-bin`` trailer and, for plain clients, ``retry-after`` (seconds).
 """
 
@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError, Message
 from pydantic import ValidationError
 
 from domain import TrafficClass
-from serve_app.errors import answer_for, detail_for, retry_after_header, retry_after_s
+from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import convert, wire
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.registration import METHODS, RawRequest

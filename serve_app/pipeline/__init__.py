@@ -1,8 +1,8 @@
 """The served pipeline, transport-free: what HTTP, gRPC and the Python handle all call.
 
 No Ray, FastAPI or gRPC in here (a test holds it to that): the protocols parse, the pipeline
-admits, decodes, runs the stages and raises its own errors, and ``serve_app.errors`` maps those
-to each protocol's answers.
+admits, decodes, runs the stages and raises its own errors, and ``serve_app.error_answers``
+maps those to each protocol's answers.
 """
 
 from serve_app.pipeline.admission import Admission, Lane, Permit

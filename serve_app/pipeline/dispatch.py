@@ -55,8 +55,8 @@ RawBody = Callable[[], Awaitable[bytes]]
 #: Serve's router sends the call from this loop, so the hop must leave first to overlap them.
 YIELDS_TO_SEND = 3
 Decode = Callable[[], Awaitable[T]]
-#: Called with the endpoint ("dispatch") and its stage timings (ms) after every request.
-TimingsObserver = Callable[[str, dict[str, float]], None]
+#: Called with a dispatch round's stage timings (ms) after every round.
+TimingsObserver = Callable[[dict[str, float]], None]
 
 
 class DispatchSource(Protocol):
@@ -76,7 +76,7 @@ class DispatchSource(Protocol):
 
     def new_orders(self) -> tuple[Order, ...]: ...
 
-    def to_round(self) -> DispatchRound: ...
+    def to_domain(self) -> DispatchRound: ...
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class DispatchCall:
     def new_orders(self) -> tuple[Order, ...]:
         return self.round_.orders
 
-    def to_round(self) -> DispatchRound:
+    def to_domain(self) -> DispatchRound:
         return self.round_
 
 
@@ -151,7 +151,7 @@ class Pipeline:
     """solver : dispatch rounds and static solves (online rounds first: the replicas make
     static solves step aside for them); etr : the model; cache : ETR rows, whole ETR answers
     (``cache_answers``) and static solutions (None: off); improve_routes : the solve stage's
-    last step; on_timings : where stage timings go (metrics)."""
+    last step; on_timings : where a dispatch round's stage timings go (metrics)."""
 
     def __init__(
         self,
@@ -192,7 +192,7 @@ class Pipeline:
                 for _ in range(YIELDS_TO_SEND):  # let the hop leave before the CPU work below
                     await asyncio.sleep(0)
             try:
-                round_ = call.to_round()
+                round_ = call.to_domain()
                 t1 = time.perf_counter()
                 packed, arrays = round_arrays(round_)
                 t2 = time.perf_counter()
@@ -220,7 +220,8 @@ class Pipeline:
             "unpack_ms": (t5 - t4) * 1e3,
             "total_ms": (t5 - t0) * 1e3 + permit.waited_s * 1e3,
         }
-        self._observe("dispatch", timings)
+        if self.on_timings is not None:
+            self.on_timings(timings)
         return replace(plan, timings_ms=timings, etr_model_version=version)
 
     # ---- ETR --------------------------------------------------------------------------------
@@ -264,7 +265,7 @@ class Pipeline:
 
         key = cache_key("etr-answer", f"v{version}", body)
         try:
-            got = await self.cache.cache.get_or_compute(
+            got = await self.cache.levels.get_or_compute(
                 "etr-answer", key, answer, self.cache.ttl_s, etr_answer_check(version, limit)
             )
         except _VersionMoved as moved:
@@ -305,7 +306,7 @@ class Pipeline:
                 return [float(m) for m in got.minutes]
 
             try:
-                values = await self.cache.cache.get_many_or_compute(
+                values = await self.cache.levels.get_many_or_compute(
                     "etr", keys, compute_missing, self.cache.ttl_s, is_minutes
                 )
             except _VersionMoved:
@@ -339,11 +340,7 @@ class Pipeline:
             if self.cache is None:
                 return await compute(), False
             key = cache_key("solve", SOLVE_VALUES_VERSION, call.key_payload, EXACT)
-            result = await self.cache.cache.get_or_compute(
+            result = await self.cache.levels.get_or_compute(
                 "solve", key, compute, self.cache.solve_ttl_s, solution_check(call.instance)
             )
             return result, not computed
-
-    def _observe(self, endpoint: str, timings: dict[str, float]) -> None:
-        if self.on_timings is not None:
-            self.on_timings(endpoint, timings)

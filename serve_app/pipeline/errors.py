@@ -1,6 +1,6 @@
 """The errors a request can end with, one class per kind of answer.
 
-Raised by the pipeline and by the edges' parsers; ``serve_app.errors`` maps each class to one
+Raised by the pipeline and by the edges' parsers; ``serve_app.error_answers`` maps each class to one
 HTTP status and one gRPC code (one table, looked up along the class hierarchy). Each carries
 what its answer must say: the field, the limit, how long to wait before retrying.
 """

@@ -62,22 +62,22 @@ class ReplicaCache:
     rows and answers: ``ttl_s``; static solutions: ``solve_ttl_s``). Built from the app's
     args by ``serve_app.cache_setup.build_cache``."""
 
-    cache: MultiLevelCache
+    levels: MultiLevelCache
     ttl_s: float
     quant: Quantisation
     redis_url: str | None
-    solve_ttl_s: float = 3600.0
+    solve_ttl_s: float
 
     def describe(self) -> dict[str, Any]:
-        stats = self.cache.stats
+        stats = self.levels.stats
         return {
             "levels": "l1+l2" if self.redis_url else "l1",
-            "l1_bytes": self.cache.l1.bytes_held,
+            "l1_bytes": self.levels.l1.bytes_held,
             "hits": {f"{lvl}:{ns}": n for (lvl, ns), n in stats.hits.items()},
             "misses": dict(stats.misses),
             "redis_errors": stats.redis_errors,
             "decode_errors": stats.decode_errors,
             "rejected": dict(stats.rejected),
             "pool_busy": stats.pool_busy,
-            "breaker": None if self.cache.l2 is None else self.cache.l2.breaker.state.value,
+            "breaker": None if self.levels.l2 is None else self.levels.l2.breaker.state.value,
         }

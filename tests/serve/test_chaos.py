@@ -40,7 +40,7 @@ def chaos_url(serve_url: str, redis_server) -> Iterator[str]:
         backend="numpy",
         etr_runtime="onnxruntime",
         cache={"redis_url": redis_server.url},
-        resilience={"fault_injection": True, "watchdog_s": 1.0},
+        resilience={"replicas": {"fault_injection": True, "watchdog_s": 1.0}},
     )
     options = {d: {"num_replicas": REPLICAS, **drill.FAST_RECOVERY} for d in ("OrSolver", "Etr")}
     # Small CPU shares: the session's app is deployed beside this one.

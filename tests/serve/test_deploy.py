@@ -44,10 +44,10 @@ def test_deploy_yaml_uses_the_drilled_recovery_settings():
     by_name = {d["name"]: d for d in app["deployments"]}
     for name in ("OrSolver", "Etr"):
         assert {k: by_name[name][k] for k in FAST_RECOVERY} == FAST_RECOVERY
-    resilience = app["args"]["resilience"]
-    assert resilience["fault_injection"] is False
+    guard = app["args"]["resilience"]["replicas"]
+    assert guard["fault_injection"] is False
     # The drill runs ResilienceArgs' default hold: the shipped one is the one measured.
-    assert resilience["health_hold_s"] == ResilienceArgs().health_hold_s
+    assert guard["health_hold_s"] == ResilienceArgs().replicas.health_hold_s
 
 
 def test_a_held_health_check_ends_before_serve_gives_up_on_it():
@@ -57,12 +57,12 @@ def test_a_held_health_check_ends_before_serve_gives_up_on_it():
     from actors.device import EXIT_GRACE_S
 
     app = yaml.safe_load((ROOT / "deploy.yaml").read_text())["applications"][0]
-    resilience = DispatchAppArgs(**app["args"]).resilience
+    guard = DispatchAppArgs(**app["args"]).resilience.replicas
     for d in app["deployments"]:
         if d["name"] in ("OrSolver", "Etr"):
             timeout = d["health_check_timeout_s"]
-            assert resilience.health_hold_s + EXIT_GRACE_S < timeout, d["name"]
-            assert resilience.probe_timeout_s < timeout, d["name"]
+            assert guard.health_hold_s + EXIT_GRACE_S < timeout, d["name"]
+            assert guard.probe_timeout_s < timeout, d["name"]
 
 
 CONFIGS = ("deploy.yaml", "deploy/production.yaml")

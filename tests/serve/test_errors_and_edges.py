@@ -17,7 +17,7 @@ from actors.errors import DeviceUnhealthy
 from domain import TrafficClass
 from planner import dispatch_round, generate_round
 from serve_app import http_edge
-from serve_app.errors import ERROR_TABLE, answer_for, retry_after_header, retry_after_s
+from serve_app.error_answers import ERROR_TABLE, answer_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.convert import message_to_dict, rich_status
 from serve_app.pipeline import (

@@ -14,7 +14,7 @@ import pytest
 from ray.exceptions import RayActorError
 
 from actors.errors import Abandoned, DeviceUnhealthy
-from serve_app.errors import answer_for
+from serve_app.error_answers import answer_for
 from serve_app.failover import Failover
 from serve_app.pipeline import CallContext, DeadlineExceeded, InvalidInput, Unavailable
 from serve_app.pipeline.errors import PoisonRequest

@@ -66,7 +66,11 @@ def pipeline(solver, etr, *, cache: bool = False, in_flight: int = 4, queued: in
     replica_cache = None
     if cache:
         replica_cache = ReplicaCache(
-            MultiLevelCache(L1Cache(1 << 20, 60.0, "lru")), 60.0, Quantisation(1e-4), None
+            MultiLevelCache(L1Cache(1 << 20, 60.0, "lru")),
+            60.0,
+            Quantisation(1e-4),
+            None,
+            solve_ttl_s=3600.0,
         )
     admission = Admission({n: Lane(n, in_flight, queued) for n in ("dispatch", "etr", "solve")})
     return Pipeline(
@@ -173,7 +177,7 @@ def test_a_roll_under_the_cache_answers_from_one_version_and_never_files_under_a
     rows = features_from_orders(generate_round(0, 12, seed=4).orders)
     etr = FakeEtr()
     p = pipeline(FakeSolver(), etr, cache=True)
-    l1 = p.cache.cache.l1
+    l1 = p.cache.levels.l1
 
     def keys(version, part):
         return [cache_key("etr", f"v{version}", r, p.cache.quant) for r in part]

@@ -1,4 +1,5 @@
-"""Errors mapped to answers once, for every protocol: one table, one row per error class.
+"""Errors mapped to answers once, for every protocol: one table, one row per error class (the
+classes are defined where they are raised: ``serve_app.pipeline.errors``, ``actors.errors``).
 
 Looked up along the exception's class hierarchy (the nearest listed ancestor wins), so a new
 subclass of a listed error needs no new row. Each row gives the HTTP status and the gRPC code;

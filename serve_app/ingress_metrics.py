@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from ray.serve import metrics
 
-from actors.metrics import MS_BUCKETS
+from actors.model_metrics import MS_BUCKETS
 
 
 @lru_cache(maxsize=1)

@@ -1,5 +1,5 @@
 """Per-model metrics of a model replica, exported through Ray's Prometheus endpoint (``ray_``
-prefix); the ingress's own metrics are in ``serve_app.metrics``.
+prefix); the ingress's own metrics are in ``serve_app.ingress_metrics``.
 
 Queue time (request waiting for its batch) and compute time (the model call) are separate
 histograms, as in Triton's per-model metrics; the batch-size histogram shows whether dynamic
