@@ -65,6 +65,9 @@ the ingress's RSS grew ~1 MB/min at 20 requests/s while its Python heap stayed f
 arenas hold every process flat (``bench/soak.py``, docs/benchmarks.md). Read at process start:
 on a cluster set it in the nodes' environment (``ray start``, the container image)."""
 
+PROXY_RESTART_TIMEOUT_S = 120.0
+"""How long a start waits for Serve to replace a proxy that failed its readiness checks."""
+
 GRPC_SERVICERS = ["serve_app.grpc_api.registration.add_orml_servicer"]
 """What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
 
@@ -222,7 +225,6 @@ def start(
     import_ray_keeping_signals()
     _adopt_orphans()
     import ray
-    from ray import serve
     from ray.serve.config import gRPCOptions
 
     apply_process_env()
@@ -259,7 +261,7 @@ def start(
             if handler is not None:
                 signal.signal(sig, handler)
         _started_ray_children[:] = _ray_children()
-        serve.start(
+        _start_serve(
             http_options={"host": http_host, "port": http_port},
             grpc_options=gRPCOptions(
                 port=grpc_port, grpc_servicer_functions=grpc_servicers or GRPC_SERVICERS
@@ -272,6 +274,30 @@ def start(
         dashboard=None if dashboard_port is None else f"http://127.0.0.1:{dashboard_port}",
         metrics=f"http://127.0.0.1:{metrics_port}/metrics",
     )
+
+
+def _start_serve(**options: Any) -> None:
+    """``serve.start``, riding out a proxy that Serve replaced while it started.
+
+    On a loaded host a new proxy can miss three readiness checks in a row (5 s each); Serve's
+    controller then kills it and starts another, but ``serve.start``, waiting on the first
+    one, raises its death (seen in CI with another job on the two cores: every test of the
+    session then failed at setup). The controller is up by then, so wait for its proxies."""
+    from ray import serve
+    from ray.exceptions import RayActorError
+
+    try:
+        serve.start(**options)
+        return
+    except RayActorError as exc:
+        log.warning("a Serve proxy was replaced while starting (%s); waiting for it", exc)
+    deadline = time.monotonic() + PROXY_RESTART_TIMEOUT_S
+    while time.monotonic() < deadline:
+        proxies = serve.status().proxies
+        if proxies and all(getattr(s, "value", s) == "HEALTHY" for s in proxies.values()):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"Serve's proxies were not healthy within {PROXY_RESTART_TIMEOUT_S} s")
 
 
 def run_app(
