@@ -11,16 +11,30 @@ class DeviceUnhealthy(RuntimeError):
 
     during_call : the device failed while this call's own work ran on it (the call may be
     what broke it: the ingress does not hand it to replica after replica), not before.
+    replica : the raising replica's Ray actor id (hex; by default this process's actor, None
+    outside one): the ingress counts the replicas a call saw fail, and a tripped replica's
+    process exiting under a retry that landed there again is the same replica, not a second.
     """
 
-    def __init__(self, device: str, reason: str, during_call: bool = False) -> None:
+    def __init__(
+        self, device: str, reason: str, during_call: bool = False, replica: str | None = None
+    ) -> None:
         super().__init__(f"device {device} unhealthy: {reason}")
         self.device = device
         self.reason = reason
         self.during_call = during_call
+        self.replica = replica if replica is not None else _this_actor()
 
     def __reduce__(self):  # crosses process boundaries through Ray: rebuild from every field
-        return (type(self), (self.device, self.reason, self.during_call))
+        return (type(self), (self.device, self.reason, self.during_call, self.replica))
+
+
+def _this_actor() -> str | None:
+    import ray
+
+    if not ray.is_initialized():
+        return None
+    return ray.get_runtime_context().get_actor_id()
 
 
 class DeadlinePassed(RuntimeError):

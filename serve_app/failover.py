@@ -8,9 +8,10 @@ A retried call therefore can neither apply anything twice nor answer differently
 
 But a call can be what kills a replica (a kernel fault on its input, a solve that wedges the
 device): retried blindly, one request would go on to kill the next replica inside the retry
-budget, and the next. A call that has seen ``max_replica_faults`` replicas fail while it ran
-on them (default 2: the first may be chance) is answered ``PoisonRequest`` (422 naming the
-request id) instead of being sent to another.
+budget, and the next. A call that has seen ``max_replica_faults`` distinct replicas fail
+while it ran on them (default 2: the first may be chance; replicas told apart by actor id, so a
+tripped replica whose process exits under a retry that landed there again counts once) is
+answered ``PoisonRequest`` (422 naming the request id) instead of being sent to another.
 
 What is retried: ``DeviceUnhealthy`` (the replica's guard tripped: poisoned or wedged device),
 ``RayActorError`` (the replica process died or its node went away, including
@@ -95,7 +96,8 @@ class Failover:
         """
         per_attempt = self.call_timeout_s if timeout_s is None else timeout_s
         budget_end = time.monotonic() + self.retry_budget_s
-        delay, attempts, faults = 0.01, 0, 0
+        delay, attempts = 0.01, 0
+        failed: set[str] = set()  # replicas that failed while this call ran there
         while True:
             remaining = ctx.remaining_s()
             if remaining <= 0:
@@ -120,9 +122,10 @@ class Failover:
                     error = "DeviceUnhealthy"  # not Ray's wrapper class name
                 self.events.append(FailoverEvent(time.time(), target, error))
                 failover_counter().inc(tags={"target": target, "error": error})
-                faults += _failed_during_call(exc)
-                if faults >= self.max_replica_faults:
-                    raise PoisonRequest(ctx.request_id, target, faults, error) from exc
+                if _failed_during_call(exc):
+                    failed.add(_replica_of(exc) or f"attempt {attempts}")
+                if len(failed) >= self.max_replica_faults:
+                    raise PoisonRequest(ctx.request_id, target, len(failed), error) from exc
                 now = time.monotonic()
                 if now + delay >= budget_end or delay >= ctx.remaining_s():
                     raise Unavailable(
@@ -139,6 +142,14 @@ class Failover:
 
 async def _result(response: Any) -> Any:
     return await response
+
+
+def _replica_of(exc: BaseException) -> str | None:
+    """The failed replica's actor id, where the error names it (None: unknown, e.g. a
+    timeout; each such attempt counts as a replica of its own)."""
+    if isinstance(exc, DeviceUnhealthy):
+        return getattr(getattr(exc, "cause", exc), "replica", None)
+    return getattr(exc, "actor_id", None)
 
 
 def _failed_during_call(exc: BaseException) -> bool:

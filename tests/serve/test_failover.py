@@ -85,9 +85,24 @@ def test_a_device_failing_during_the_call_counts_one_already_failed_does_not():
     assert run(Failover(60, 30), make) == "answered"
 
 
+def test_a_tripped_replica_exiting_under_the_retry_is_one_fault_not_two():
+    """The poison drill's race (seen in CI): the call was running when the device failed (one
+    fault), its retry landed on the same replica while its process was exiting (Ray: actor
+    died). That is still one replica, so the call goes on to a healthy one."""
+    tripped = DeviceUnhealthy("cuda:0", "illegal address", during_call=True, replica="aa01")
+    make, made = calls(tripped, RayActorError(actor_id="aa01"), "answered")
+    assert run(Failover(60, 30, max_replica_faults=2), make) == "answered"
+    assert len(made) == 3
+    make, made = calls(tripped, RayActorError(actor_id="bb02"), "never reached")
+    with pytest.raises(PoisonRequest):  # two replicas failed under it: taken for the cause
+        run(Failover(60, 30, max_replica_faults=2), make)
+
+
 def test_during_call_crosses_the_process_boundary():
-    err = pickle.loads(pickle.dumps(DeviceUnhealthy("cuda:0", "x", during_call=True)))
-    assert err.during_call is True and err.device == "cuda:0"
+    err = pickle.loads(
+        pickle.dumps(DeviceUnhealthy("cuda:0", "x", during_call=True, replica="aa01"))
+    )
+    assert err.during_call is True and err.device == "cuda:0" and err.replica == "aa01"
     poison = pickle.loads(pickle.dumps(PoisonRequest("r", "Etr.predict", 2, "RayActorError")))
     assert poison.request_id == "r" and poison.errors[0].type == "poison_request"
 
