@@ -4,9 +4,12 @@ Discrete time in the instance's integer minutes. Every ``round_min`` minutes the
 and not yet committed, and the couriers that are (or soon will be) on shift with time left to
 pick up, become a ``DispatchRound``: a courier is a rider at the place and time it will be free
 (MDRP couriers cannot be diverted, so only their last drop-off and its time matter); an order
-is due at the earliest drop-off still possible (a courier waiting at the restaurant when the
-food is ready, or leaving now if that has passed), so the dispatch prices each assignment by
-the minutes of click-to-door it adds (``late_weight`` minutes of driving each). Up to
+is due at the earliest arrival at its door still possible (a courier waiting at the restaurant
+when the food is ready, or leaving now if that has passed), so the dispatch prices each
+assignment by the minutes of click-to-door it adds (``late_weight`` minutes of driving each).
+The round states MDRP's clock in the dispatch's terms (``_order``): MDRP's pickup is the middle
+of the pickup service, so the dispatch's service may start half a service before the food is
+ready; lateness counts at the door, before the drop-off service. Up to
 ``max_bundle`` orders per courier per plan; the MDRP's one-restaurant bundles are formed at
 commitment.
 
@@ -212,8 +215,12 @@ class DaySimulator:
             pickup=_latlng(r.x, r.y),
             dropoff=_latlng(o.x, o.y),
             created_at=o.placed * 60.0,
-            ready_at=o.ready * 60.0,
-            promised_at=self._earliest_dropoff(o) * 60.0,
+            # The dispatch starts a pickup's service once the food is ready; MDRP picks up at
+            # the service's middle, so its service may start half a service earlier. Given
+            # MDRP's ready time, the dispatch saw a courier on time leave half a service later
+            # than it does and a late one exactly: it underrated lateness (docs/mdrp.md).
+            ready_at=(o.ready - self.half_pickup) * 60.0,
+            promised_at=self._earliest_arrival(o) * 60.0,
             pickup_service_s=self.inst.params.pickup_service * 60.0,
             dropoff_service_s=self.inst.params.dropoff_service * 60.0,
         )
@@ -231,14 +238,16 @@ class DaySimulator:
         due = max(order.promised_at, t * 60.0 + ride)
         return order if due == order.promised_at else replace(order, promised_at=due)
 
-    def _earliest_dropoff(self, o: MdrpOrder) -> float:
-        """The drop-off minute with a courier waiting at the restaurant when the food is ready.
-
-        Due then, every minute past it is a minute of click-to-door the plan added, and the
-        dispatch prices it at ``late_weight`` minutes of driving."""
+    def _earliest_arrival(self, o: MdrpOrder) -> float:
+        """The minute a courier waiting at the restaurant when the food is ready reaches the door
+        (before the drop-off service), on the dispatch's clock (straight-line travel, not
+        rounded up): due then, every minute later is a minute of click-to-door the plan added,
+        priced at ``late_weight`` minutes of driving. Lateness counted at the door, as the
+        dispatch measures it (counted after the drop-off service, every plan had half a
+        service of free lateness, and a late courier looked 2 min better than it was)."""
         r = self.inst.restaurants[o.restaurant]
-        ride = self.travel((r.x, r.y), (o.x, o.y))
-        return o.ready + self.half_pickup * 2 + ride + self.half_dropoff
+        ride = math.hypot(r.x - o.x, r.y - o.y) / self.inst.params.meters_per_minute
+        return o.ready + self.half_pickup + ride
 
     def run(self, progress: Callable[[int, int], None] | None = None) -> Replay:
         inst, policy = self.inst, self.policy
@@ -388,7 +397,8 @@ class DaySimulator:
         best: dict[str, str] = {}
         best_cost = math.inf
         start = time.perf_counter()
-        due_min = {o.id: o.promised_at / 60.0 for o in round_.orders}  # re-based: _due_now
+        # _plan_cost's drop-offs are MDRP's (after half the service): so are the due times.
+        due_min = {o.id: o.promised_at / 60.0 + self.half_dropoff for o in round_.orders}
         budget_s = (
             None if self.policy.round_budget_ms is None else self.policy.round_budget_ms / 1e3
         )
