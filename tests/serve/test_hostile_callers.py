@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from ops import hostile, local
 from planner import generate_round
+from serve_app.config import LaneArgs
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn, SolveRequest
 
@@ -312,13 +313,8 @@ def test_the_grpc_transport_refuses_messages_over_the_body_limit(grpc_address):
 @pytest.fixture(scope="module")
 def tight(serve_endpoints):
     """An app whose ETR lane takes one request and queues none (the response cache on)."""
-    args = ARGS.model_copy(
-        update={
-            "admission": ARGS.admission.model_copy(
-                update={"etr": {"max_in_flight": 1, "max_queued": 0}}
-            )
-        }
-    )
+    lane = LaneArgs(max_in_flight=1, max_queued=0)  # a model, not a dict: serialised as one
+    args = ARGS.model_copy(update={"admission": ARGS.admission.model_copy(update={"etr": lane})})
     local.run_app(args, name="tight", route_prefix="/tight")
     base = f"{serve_endpoints.http}/tight"
     local.wait_ready(base)
