@@ -226,7 +226,7 @@ class DaySimulator:
         )
 
     def _due_now(self, order: Order, t: int) -> Order:
-        """The order as round ``t`` prices it: due at the earliest drop-off still possible.
+        """The order as round ``t`` prices it: due at the earliest arrival still possible.
 
         Lateness already built up is sunk: priced against the original promise, an order that
         has waited would cost more to assign than a fresh one whatever courier takes it, and
