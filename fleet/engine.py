@@ -6,8 +6,9 @@ rows with ``OfflinePacing`` (the ETR batcher's rules), measures itself with ``Bu
 (device and per class), is picked by ``actors.scheduling.rank`` (``BusyRouter``'s ranking) and
 sized by ``desired_replicas`` (``BusyAutoscalingPolicy``). The baselines stand where Serve's
 defaults stand: power of two choices on queue length, ``target_ongoing_requests``, one FIFO.
-Serve's own wrapping of any policy is modelled here too: decisions act only after holding for
-``upscale_delay_s`` / ``downscale_delay_s``, checked every ``interval_s``.
+Serve's own wrapping of any policy is modelled here too (``ServeDelay``): decisions act only
+after holding for ``upscale_delay_s`` / ``downscale_delay_s``, the policy called every
+``interval_s`` on the replicas' last Busy reports (pushed every ``routing_stats_period_s``).
 
 A replica serves one call at a time with a ``share`` of its card: a call takes the call-cost
 model's time / share, times a log-normal jitter. A card is billed while any replica (starting,
@@ -113,6 +114,34 @@ class Settings:
     offline_max_share: float = 0.5
 
 
+class ServeDelay:
+    """Serve's delays around an autoscaling policy (``ray.serve.autoscaling_policy.
+    _apply_delay_logic``, held equal by a test): a change is made once the policy has wanted
+    that direction for ``up_s`` / ``down_s`` since the first call that wanted it; a call
+    wanting the target as it is, or the other direction, restarts the clock; the change made
+    is what the policy wants at that call."""
+
+    EPS_S = 1e-6  # Serve's _DELAY_ELAPSED_EPS_S
+
+    def __init__(self, up_s: float, down_s: float) -> None:
+        self.up_s, self.down_s = up_s, down_s
+        self._wish: tuple[int, float] | None = None  # direction (+1 up, -1 down), since (s)
+
+    def decide(self, wanted: int, target: int, now: float) -> int:
+        """The replicas to run from now: ``target`` or, once its delay has passed, ``wanted``."""
+        direction = (wanted > target) - (wanted < target)
+        if direction == 0:
+            self._wish = None
+            return target
+        if self._wish is None or self._wish[0] != direction:
+            self._wish = (direction, now)
+        delay = self.up_s if direction > 0 else self.down_s
+        if now - self._wish[1] + self.EPS_S < delay:
+            return target
+        self._wish = None
+        return wanted if direction > 0 else max(1, wanted)
+
+
 @dataclass(frozen=True)
 class Failure:
     at_s: float
@@ -159,6 +188,10 @@ class Replica:
     hold_at: float = math.inf  # a wake-up is scheduled for then
     failed_at: float | None = None
     busy_seen: float = 0.0  # Busy as the router last saw it
+    # (online, offline) Busy over the look-back window as of the last report: what Serve's
+    # autoscaler sees (replicas push every routing_stats_period_s; the policy reads the last;
+    # None until the first report: Serve averages over the replicas that have reported)
+    busy_reported: tuple[float, float] | None = None
     pending: dict[int, Request] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -227,7 +260,10 @@ class FleetSim:
         self._card_type: dict[int, GpuType] = {}
         self._fresh_cards = itertools.count(10**6)
         self._moved: dict[int, tuple[int, str]] = {}  # failed card -> (fresh card, its node)
-        self._votes: dict[str, int] = defaultdict(int)  # Serve's delay counters
+        self._delay = {
+            d.name: ServeDelay(settings.upscale_delay_s, settings.downscale_delay_s)
+            for d in deployments
+        }
         self._ongoing: dict[str, list[tuple[float, int]]] = defaultdict(list)
         self.lanes: dict[str, LaneCore[Request]] = {
             name: LaneCore(name, n, q, settings.offline_max_share, self._displaced)
@@ -605,6 +641,10 @@ class FleetSim:
             for r in reps:
                 if r.state == "ready":
                     r.busy_seen = r.device.busy()
+                    r.busy_reported = (
+                        r.by_class[TrafficClass.ONLINE].busy(self.settings.look_back_s),
+                        r.by_class[TrafficClass.OFFLINE].busy(self.settings.look_back_s),
+                    )
                 if r.state in ("ready", "draining"):
                     ongoing += r.outstanding
             samples = self._ongoing[name]
@@ -623,29 +663,18 @@ class FleetSim:
             wanted = self._wanted(d, live)
             counts[name] = current
             self.out.replica_s[(self._bucket(self.now), name)] += current * s.interval_s
-            # Serve's wrapper: act once the same direction has held for the delay.
-            votes = self._votes[name]
-            if wanted > current:
-                votes = max(votes, 0) + 1
-                if votes * s.interval_s >= s.upscale_delay_s:
-                    for _ in range(wanted - current):
-                        if not self._start_replica(d):
-                            break
-                    votes = 0
-            elif wanted < current:
-                votes = min(votes, 0) - 1
-                if -votes * s.interval_s >= s.downscale_delay_s:
-                    for rep in sorted(live, key=lambda r: r.id)[wanted:]:
-                        self._stop_replica(rep)
-                    votes = 0
-            else:
-                votes = 0
-            self._votes[name] = votes
+            decided = self._delay[name].decide(wanted, current, self.now)
+            if decided > current:
+                for _ in range(decided - current):
+                    if not self._start_replica(d):
+                        break
+            elif decided < current:
+                for rep in sorted(live, key=lambda r: r.id)[decided:]:
+                    self._stop_replica(rep)
         self.out.replicas_timeline.append((self.now, counts))
         self.at(self.now + s.interval_s, self._autoscale_tick)
 
     def _wanted(self, d: SimDeployment, live: list[Replica]) -> int:
-        current = len(live)
         bounds = self._busy_policy[d.name]
         if self.policy.scaler == "ongoing":
             samples = self._ongoing[d.name]
@@ -653,16 +682,16 @@ class FleetSim:
             want = math.ceil(mean / self.policy.target_ongoing - 1e-9)
             return max(bounds.min_replicas, min(bounds.max_replicas, want))
         ready = [r for r in live if r.state == "ready"]
-        window = self.settings.look_back_s
-        if ready:
-            on = sum(r.by_class[TrafficClass.ONLINE].busy(window) for r in ready) / len(ready)
-            off = sum(r.by_class[TrafficClass.OFFLINE].busy(window) for r in ready) / len(ready)
+        reports = [r.busy_reported for r in ready if r.busy_reported is not None]
+        if reports:
+            on = sum(online for online, _ in reports) / len(reports)
+            off = sum(offline for _, offline in reports) / len(reports)
         else:
             on = off = 0.0
         requests = len(self.backlog[d.name]) + sum(r.outstanding for r in ready)
-        # Busy is a mean over the replicas that report; starting ones report nothing yet.
-        scale = len(ready) / current if current else 0.0
-        return desired_replicas(current, on * scale, off * scale, bounds, requests).replicas
+        # As Serve calls the policy: the replicas running (starting ones are only in the target
+        # the wish is compared with), Busy the mean of those that have reported.
+        return desired_replicas(len(ready), on, off, bounds, requests).replicas
 
     def _close_books(self) -> None:
         for card, since in list(self._card_since.items()):

@@ -158,3 +158,34 @@ def test_a_request_queued_in_its_lane_past_its_deadline_is_shed_there() -> None:
     sim, out = run(one_card(slo_s=30.0), arrivals, lambda m, g, w: 20_000.0, settings=lanes)
     assert out.latencies[0] == pytest.approx([20.0])
     assert sum(out.shed.values()) == 1 and sim.lanes["d"].waiting == 0
+
+
+def test_the_simulated_delays_are_serves_own() -> None:
+    # ServeDelay against the function Serve wraps every autoscaling policy with: the same
+    # wishes at the same times, from a random walk of a policy's wants, give the same targets.
+    import random
+
+    from ray.serve.autoscaling_policy import _apply_delay_logic
+    from ray.serve.config import AutoscalingConfig
+
+    from fleet.engine import ServeDelay
+
+    config = AutoscalingConfig(
+        min_replicas=1, max_replicas=8, upscale_delay_s=2.0, downscale_delay_s=10.0
+    )
+    rng = random.Random(7)
+    ours, state = ServeDelay(2.0, 10.0), {}
+    target_ours = target_serve = 1
+    now, changes, goal = 0.0, 0, 1
+    for _ in range(3000):
+        now += rng.choice((0.1, 0.3, 1.0))
+        if rng.random() < 0.05:  # the load moves now and then
+            goal = rng.randint(1, 8)
+        # and the policy's wish, read from noisy Busy, sometimes strays by one
+        wanted = max(1, min(8, goal + (rng.choice((-1, 1)) if rng.random() < 0.1 else 0)))
+        got_serve, state = _apply_delay_logic(wanted, target_serve, config, state, _now=now)
+        got_ours = ours.decide(wanted, target_ours, now)
+        assert got_ours == got_serve, (now, wanted, target_ours)
+        changes += got_ours != target_ours
+        target_ours, target_serve = got_ours, got_serve
+    assert changes > 20  # the walk did scale both ways
