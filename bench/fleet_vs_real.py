@@ -1,17 +1,20 @@
 """The fleet simulator held to a real small cluster: the same scenario run both ways.
 
-    python bench/fleet_vs_real.py [--quick] [--json PATH] [--out DIR]
+    python bench/fleet_vs_real.py [--quick] [--runs N] [--real PATH] [--json PATH] [--out DIR]
 
 Real: three simulated nodes (``ray.cluster_utils.Cluster``) with four EMULATED solver slots
 (``actors.emulation``: a call sleeps a stated 100 ms off the CPU, one call at a time per
 replica), ``orml``'s app with ``BusyRouter`` and the Busy autoscaler (1..4 replicas), dispatch
-rounds over HTTP at 6 -> 18 -> 6 rounds/s (Poisson). Simulated: ``fleet.engine`` with the same
-slots, call time, policy objects, autoscaling delays and arrival rates. The real path's edge
-(HTTP, ingress, the hop) is measured first at light load and added to every simulated latency.
+rounds over HTTP at 5 -> 16 -> 5 rounds/s (Poisson). Simulated: ``fleet.engine`` with the same
+slots, policy objects, autoscaling delays and admission lane, offered each real run's own
+arrivals (their times, the gaps between phases included), with that run's edge (HTTP,
+ingress, hop; measured at light load, added to every simulated latency) and its device time
+per call (``timings_ms.device_ms`` of rounds sent one at a time).
 
-Reports p50/p99 per phase, replicas over time and shed, both ways (the simulation over
-``SIM_SEEDS`` seeds: medians, and the p99's range); the target is p99 within 20% (the fleet
-day's figures are believed as far as this holds). Writes DIR/fleet_vs_real.png.
+Reports p50/p99 per phase, replicas over time and shed, both ways, per real run and the
+medians over runs; the target is p99 within 20% (the fleet day's figures are believed as far
+as this holds). ``--real`` re-simulates the real runs of an earlier ``--json`` (to try a
+change to the simulation against the same measurements). Writes DIR/fleet_vs_real.png.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import statistics
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -40,15 +44,24 @@ from serve_app.config import AdmissionArgs
 TARGET_BUSY, BAND = 0.6, 0.1
 AUTOSCALE = {"interval_s": 1.0, "upscale_delay_s": 2.0, "downscale_delay_s": 10.0}
 LOOK_BACK_S = 3.0
+#: How often Serve's controller calls the autoscaling policy: every control-loop iteration,
+#: 0.1 s apart nominally (``RAY_SERVE_CONTROL_LOOP_INTERVAL_S``), ~0.32 s on the 2-core host
+#: (the policy's calls in the controller's log); ``metrics_interval_s`` is how often replicas
+#: push their Busy, not how often it is read.
+CONTROL_LOOP_S = 0.3
+IDLE_LEAD_S = 2 * LOOK_BACK_S
 NODES = {"head": 1, "worker-1": 2, "worker-2": 1}  # solver slots per node
 
 
 def phases(quick: bool) -> list[tuple[float, float]]:
-    """(rounds/s, seconds) per phase."""
+    """(rounds/s, seconds) per phase. The rates keep Busy off the policy's thresholds (target
+    0.6, down under 0.5): 5/s is 0.5 of a replica (one replica; from three, down to one),
+    16/s 1.6 (three replicas at 0.53). At 6 and 18/s (0.6, 1.8 = 3 x 0.6) every decision sat
+    on a threshold and the arrivals' noise, not the system, chose 1 or 2 replicas, 3 or 4."""
     return (
-        [(6.0, 8.0), (18.0, 15.0), (6.0, 12.0)]
+        [(5.0, 8.0), (16.0, 15.0), (5.0, 12.0)]
         if quick
-        else [(6.0, 15.0), (18.0, 30.0), (6.0, 30.0)]
+        else [(5.0, 15.0), (16.0, 30.0), (5.0, 30.0)]
     )
 
 
@@ -76,17 +89,19 @@ def real_run(quick: bool) -> dict[str, Any]:
         from ops import local
 
         local.wait_ready(app.base, 180)
-        requests = [encode_request(f"{app.base}/v1/dispatch", b) for b in dispatch_bodies(64, 300)]
+        bodies = dispatch_bodies(64, 300)
+        requests = [encode_request(f"{app.base}/v1/dispatch", b) for b in bodies]
         # The edge: light load on one replica, latency above the emulated call.
         calib = run(_open(app.base, requests, 2.0, 6.0 if quick else 10.0))
         edge = [r.latency_s * 1e3 - SOLVER_CALL_MS for r in calib.ok()]
         edge_ms = statistics.median(edge)
+        device_ms = device_call_ms(app.base, bodies[:PROBES])
         time.sleep(AUTOSCALE["downscale_delay_s"] + 2)  # back to one replica
         timeline: list[tuple[float, int]] = []
         stop = threading.Event()
+        t0 = time.monotonic()  # the run's clock: the replicas' timeline and the arrivals
 
         def watch() -> None:
-            t0 = time.monotonic()
             while not stop.is_set():
                 status = serve.status().applications["orml"].deployments["OrSolver"]
                 timeline.append((time.monotonic() - t0, status.replica_states.get("RUNNING", 0)))
@@ -94,29 +109,72 @@ def real_run(quick: bool) -> dict[str, Any]:
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
-        runs = [run(_open(app.base, requests, rate, secs)) for rate, secs in phases(quick)]
+        runs, starts = [], []
+        for rate, secs in phases(quick):
+            # A phase starts once the last one's answers are in: there is a gap between them.
+            starts.append(time.monotonic() - t0)
+            runs.append(run(_open(app.base, requests, rate, secs)))
         stop.set()
         watcher.join(5)
     finally:
         app.close()
     return {
         "edge_ms": edge_ms,
+        "device_ms": device_ms,
         "phases": [
             _phase([r.latency_s for r in got.ok()], len(got.results) - len(got.ok()))
             for got in runs
         ],
+        "bounds": [(t, t + secs) for t, (_, secs) in zip(starts, phases(quick), strict=True)],
+        # When each request was sent, on the run's clock, and its phase: the simulation is
+        # offered the same arrivals (a Poisson draw of its own would decide differently: at
+        # 6 rounds/s x 100 ms, Busy sits at the autoscaler's target and the draw tips it).
+        "arrivals": sorted(
+            (start + r.sent_s, k)
+            for k, (start, got) in enumerate(zip(starts, runs, strict=True))
+            for r in got.results
+        ),
         "timeline": timeline,
     }
 
 
-def sim_run(quick: bool, edge_ms: float, seed: int = 0) -> dict[str, Any]:
+#: Rounds sent one at a time to read the real replicas' device time per call.
+PROBES = 20
+
+
+def device_call_ms(base: str, bodies: list[bytes]) -> float:
+    """The median time a real call held its (emulated) device, from the answers'
+    ``timings_ms.device_ms``, rounds sent one at a time: the stated call time plus what the
+    host adds (the sleep's overshoot, the thread's wake-up), which the simulation must use to
+    decide as the real autoscaler does (at 6 rounds/s x 100 ms Busy sits at its target)."""
+    got = []
+    for body in bodies:
+        req = urllib.request.Request(
+            f"{base}/v1/dispatch", body, {"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=30) as answer:
+            got.append(json.loads(answer.read())["timings_ms"]["device_ms"])
+    return statistics.median(got)
+
+
+def sim_run(
+    quick: bool,
+    edge_ms: float,
+    seed: int = 0,
+    call_ms: float = SOLVER_CALL_MS,
+    arrivals: list[tuple[float, int]] | None = None,
+) -> dict[str, Any]:
+    """The phases through ``fleet.engine``; arrivals : (s, phase) to offer (default: a Poisson
+    draw of the phases, seeded)."""
     gpu = gpu_types()["A10"]  # any type: the emulated call time is stated, not scaled
     slots = tuple(
         Slot("OrSolver", card, node, gpu, 1, 1.0)
         for card, node in enumerate(n for n, k in NODES.items() for _ in range(k))
     )
     settings = Settings(
-        replica_start_s=2.0,
+        # Serve's decision to RUNNING on the three nodes: 1.9 s for one replica, 2.3 and 3.0 s
+        # for two at once (the controller's log, 2026-11-24)
+        replica_start_s=2.5,
         busy_window_s=10.0,
         routing_stats_period_s=1.0,
         look_back_s=LOOK_BACK_S,
@@ -126,35 +184,49 @@ def sim_run(quick: bool, edge_ms: float, seed: int = 0) -> dict[str, Any]:
         # The real ingress's admission lane, run by the same LaneCore, and its deadline for a
         # request that names none.
         lanes=(("OrSolver", DISPATCH_LANE["max_in_flight"], DISPATCH_LANE["max_queued"]),),
-        **AUTOSCALE,
+        **{**AUTOSCALE, "interval_s": CONTROL_LOOP_S},
     )
     deadline_s = AdmissionArgs().default_timeout_s
     sim = FleetSim(
         [SimDeployment("OrSolver", "or_solver", 0.5, deadline_s, slots)],
         Policy("ours", target_busy=TARGET_BUSY, band=BAND),
         settings,
-        lambda model, gpu, work: SOLVER_CALL_MS,
+        lambda model, gpu, work: call_ms,
         lambda gpu: 1.0,
         seed=seed,
     )
-    rng = random.Random(seed)
-    arrivals, t, bounds = [], 0.0, []
-    for rate, secs in phases(quick):
-        start = t
-        while (t := t + rng.expovariate(rate)) < start + secs:
-            arrivals.append((t, "OrSolver", TrafficClass.ONLINE, 1, 1.0, 0))
-        t = start + secs
-        bounds.append((start, t))
-    out = sim.run(iter(arrivals), t)
-    shed_total = sum(out.shed.values())
+    if arrivals is None:
+        arrivals = poisson_arrivals(quick, seed)
+    # The real replica has been idle before the phases (the calibration's scale-down): so is
+    # the simulated one, its Busy window full of idle time, not of its first calls alone.
+    out = sim.run(
+        ((IDLE_LEAD_S + t, "OrSolver", TrafficClass.ONLINE, 1, 1.0, k) for t, k in arrivals),
+        IDLE_LEAD_S + arrivals[-1][0] + deadline_s,
+    )
     return {
         "phases": [
-            _phase([lat + edge_ms / 1e3 for a, _, lat in out.requests if lo <= a < hi], 0)
-            for lo, hi in bounds
+            _phase([lat + edge_ms / 1e3 for _, kind, lat in out.requests if kind == k], 0)
+            for k in range(len(phases(quick)))
         ],
-        "shed": shed_total,
-        "timeline": [(ts, n["OrSolver"]) for ts, n in out.replicas_timeline],
+        "shed": sum(out.shed.values()),
+        "timeline": [
+            (ts - IDLE_LEAD_S, n["OrSolver"])
+            for ts, n in out.replicas_timeline
+            if ts >= IDLE_LEAD_S
+        ],
     }
+
+
+def poisson_arrivals(quick: bool, seed: int) -> list[tuple[float, int]]:
+    """(arrival s, phase) at the phases' rates, back to back (without the real run's gaps)."""
+    rng = random.Random(seed)
+    arrivals, t = [], 0.0
+    for k, (rate, secs) in enumerate(phases(quick)):
+        start = t
+        while (t := t + rng.expovariate(rate)) < start + secs:
+            arrivals.append((t, k))
+        t = start + secs
+    return arrivals
 
 
 def _phase(latencies_s: list[float], errors: int) -> dict[str, Any]:
@@ -174,16 +246,18 @@ def mean_replicas(timeline: list[tuple[float, int]], lo: float, hi: float) -> fl
     return round(sum(pts) / len(pts), 2) if pts else float("nan")
 
 
-#: Simulated runs per comparison (seeds 0..N-1): one run's p99 over a phase of seconds hangs
-#: on whether the autoscaler crossed its threshold just before the surge, so a single seed's
-#: p99 moved 0.3-1.9 s in the surge with everything else equal.
-SIM_SEEDS = 5
+#: Simulated runs per real run (seeds 0..N-1). Offered the real run's own arrivals, they differ
+#: only in the simulation's tie-breaks; a fresh Poisson draw each (before) moved a surge's p99
+#: 0.3-1.9 s between seeds: the draw decided whether the autoscaler crossed its threshold
+#: before the surge.
+SIM_SEEDS = 3
 
 
 def compare(real: dict[str, Any], sims: list[dict[str, Any]], quick: bool) -> list[dict[str, Any]]:
     """Per phase: real vs the simulations' median (p50, p99, replicas) and their p99 range."""
-    rows, t = [], 0.0
+    rows = []
     for k, ((rate, secs), r) in enumerate(zip(phases(quick), real["phases"], strict=True)):
+        lo, hi = real["bounds"][k]
         p50s = [s["phases"][k]["p50_ms"] for s in sims]
         p99s = [s["phases"][k]["p99_ms"] for s in sims]
         sim_p99 = round(statistics.median(p99s), 1)
@@ -196,54 +270,101 @@ def compare(real: dict[str, Any], sims: list[dict[str, Any]], quick: bool) -> li
                 "sim_p99_ms": sim_p99,
                 "sim_p99_range_ms": [min(p99s), max(p99s)],
                 "p99_sim_vs_real": round(sim_p99 / r["p99_ms"], 2) if r["p99_ms"] else None,
-                "real_replicas": mean_replicas(real["timeline"], t, t + secs),
+                "real_replicas": mean_replicas(real["timeline"], lo, hi),
                 "sim_replicas": round(
-                    statistics.median(mean_replicas(s["timeline"], t, t + secs) for s in sims), 2
+                    statistics.median(mean_replicas(s["timeline"], lo, hi) for s in sims), 2
                 ),
                 "real_errors": r["errors"],
             }
         )
-        t += secs
     return rows
 
 
 def main() -> None:
-    ap = parser(__doc__, "short phases (about 2 minutes in all)")
+    ap = parser(__doc__, "short phases (about 1.5 minutes a real run)")
+    ap.add_argument("--runs", type=int, default=3, help="real runs, each simulated on its own")
+    ap.add_argument(
+        "--real",
+        type=Path,
+        help="take the real runs from this earlier --json instead of running the cluster "
+        "(to try the simulation's model against the same measurements)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    log("real: three nodes, emulated 100 ms solver, Busy autoscaling 1..4 ...")
-    real = real_run(args.quick)
-    log(f"  edge (HTTP, ingress, hop) p50 {real['edge_ms']:.1f} ms")
-    sims = [sim_run(args.quick, real["edge_ms"], seed=seed) for seed in range(SIM_SEEDS)]
-    sim = sims[0]
-    rows = compare(real, sims, args.quick)
-    print("\nEMULATED devices both ways (100 ms solver calls); the simulation adds the real edge;")
-    print(f"simulated figures are medians over {SIM_SEEDS} seeds (p99's range beside).")
+    if args.real:
+        reals = json.loads(args.real.read_text())["real_runs"]
+    else:
+        reals = []
+        for n in range(args.runs):
+            log(f"real run {n + 1}/{args.runs}: three nodes, emulated solver, Busy 1..4 ...")
+            reals.append(real_run(args.quick))
+            log(
+                f"  edge (HTTP, ingress, hop) p50 {reals[-1]['edge_ms']:.1f} ms; a call holds "
+                f"the device {reals[-1]['device_ms']:.1f} ms (stated {SOLVER_CALL_MS:g})"
+            )
+    runs = []
+    for real in reals:
+        sims = [
+            sim_run(args.quick, real["edge_ms"], seed, real["device_ms"], real["arrivals"])
+            for seed in range(SIM_SEEDS)
+        ]
+        runs.append({"rows": compare(real, sims, args.quick), "sim_timeline": sims[0]["timeline"]})
     print(
-        "| phase | p50 real / sim ms | p99 real / sim ms (sim range) | p99 sim/real "
+        "\nEMULATED devices both ways; each real run's arrivals offered to the simulation, "
+        "which adds that run's edge and uses its device time per call."
+    )
+    print(
+        "| run | phase | p50 real / sim ms | p99 real / sim ms | p99 sim/real "
         "| replicas real / sim |"
     )
-    print("|---|---|---|---|---|")
-    for r in rows:
-        lo, hi = r["sim_p99_range_ms"]
+    print("|---|---|---|---|---|---|")
+    for n, run_ in enumerate(runs, 1):
+        for r in run_["rows"]:
+            print(
+                f"| {n} | {r['phase']} | {r['real_p50_ms']} / {r['sim_p50_ms']} | "
+                f"{r['real_p99_ms']} / {r['sim_p99_ms']} | {r['p99_sim_vs_real']} | "
+                f"{r['real_replicas']} / {r['sim_replicas']} |"
+            )
+    summary = summarise(runs)
+    print("\nMedians over the runs:")
+    print("| phase | p99 real / sim ms | p99 sim/real (range) |")
+    print("|---|---|---|")
+    for r in summary:
+        lo, hi = r["ratio_range"]
         print(
-            f"| {r['phase']} | {r['real_p50_ms']} / {r['sim_p50_ms']} | {r['real_p99_ms']} / "
-            f"{r['sim_p99_ms']} ({lo}-{hi}) | {r['p99_sim_vs_real']} | {r['real_replicas']} / "
-            f"{r['sim_replicas']} |"
+            f"| {r['phase']} | {r['real_p99_ms']} / {r['sim_p99_ms']} | {r['p99_sim_vs_real']} "
+            f"({lo}-{hi}) |"
         )
-    shed = [s["shed"] for s in sims]
-    print(f"shed: real {sum(p['errors'] for p in real['phases'])}, simulated {shed}")
+    print(f"shed: real {sum(p['errors'] for real in reals for p in real['phases'])}")
     result = {
         "date": time.strftime("%Y-%m-%d"),
         "emulated": True,
-        "edge_ms": real["edge_ms"],
-        "rows": rows,
-        "real_timeline": real["timeline"],
-        "sim_timeline": sim["timeline"],
+        "summary": summary,
+        "runs": runs,
+        "real_timeline": reals[0]["timeline"],
+        "sim_timeline": runs[0]["sim_timeline"],
+        "real_runs": reals,
     }
     plot(result, args.out / "fleet_vs_real.png")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
+
+
+def summarise(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per phase, over the real runs: the median real and simulated p99 and of their ratio."""
+    out = []
+    for k, row in enumerate(runs[0]["rows"]):
+        ratios = [r["rows"][k]["p99_sim_vs_real"] for r in runs]
+        out.append(
+            {
+                "phase": row["phase"],
+                "real_p99_ms": statistics.median(r["rows"][k]["real_p99_ms"] for r in runs),
+                "sim_p99_ms": statistics.median(r["rows"][k]["sim_p99_ms"] for r in runs),
+                "p99_sim_vs_real": statistics.median(ratios),
+                "ratio_range": [min(ratios), max(ratios)],
+            }
+        )
+    return out
 
 
 def plot(result: dict[str, Any], path: Path) -> None:
