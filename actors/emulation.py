@@ -1,7 +1,8 @@
 """An emulated device for experiments at cluster scale on a machine without the GPUs.
 
 A call computes its real answer, then sleeps off the CPU until ``call_ms / speed`` has passed;
-one call at a time per device, as on one card. ``speed`` 0.5 is a GPU type half as fast.
+one call at a time per device, in the order they came, as on one card. ``speed`` 0.5 is a GPU
+type half as fast.
 Figures measured with it are emulated and must be labelled so (``etr.runtime_emulated`` does the
 same for the ETR model from a profile).
 """
@@ -43,10 +44,32 @@ class Emulation(BaseModel):
         return self
 
 
+class FifoLock:
+    """A lock granted in the order it was asked for: a card runs one stream's calls in the
+    order they were submitted. (``threading.Lock`` grants a waiter at random: with three calls
+    waiting, one could lose again and again, and an emulated queue's tail was the lock's.)"""
+
+    def __init__(self) -> None:
+        self._turn = threading.Condition()
+        self._served = 0  # tickets done
+        self._issued = 0  # tickets given out
+
+    def __enter__(self) -> None:
+        with self._turn:
+            ticket = self._issued
+            self._issued += 1
+            self._turn.wait_for(lambda: self._served == ticket)
+
+    def __exit__(self, *exc: object) -> None:
+        with self._turn:
+            self._served += 1
+            self._turn.notify_all()
+
+
 class EmulatedDevice:
     def __init__(self, emulation: Emulation) -> None:
         self.emulation = emulation
-        self._device = threading.Lock()
+        self._device = FifoLock()
 
     def run(self, compute: Callable[[], T]) -> T:
         with self._device:
