@@ -107,6 +107,12 @@ class Settings:
     drain_s: float = 1800.0  # after the last arrival, work in flight may finish this long
     max_ongoing_requests: int | None = None  # Serve's cap per replica; the rest wait at the
     # caller's handle until a replica has room (None: no cap)
+    # The order the handle's waiting requests get a replica in. "random": what a real cluster
+    # showed (bench/fleet_vs_real.py: in a surge's backlog, requests sent a second apart were
+    # answered up to 6 s out of order; Serve's router queue is FIFO, but a request a full
+    # replica rejects backs off and retries, so who is next is close to chance); "fifo": the
+    # queue's own order.
+    handle_order: Literal["fifo", "random"] = "random"
     record_requests: bool = False  # keep (arrival s, kind, latency s) of every online request
     # The app's admission lanes (serve_app.pipeline.admission.LaneCore), per deployment:
     # (deployment, max_in_flight, max_queued); none: no lanes.
@@ -216,7 +222,8 @@ class Outcome:
     offline_rows_done: int = 0
     offline_rows: int = 0
     retried: int = 0
-    replicas_timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+    replicas_timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)  # target
+    running_timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)  # ready
     requests: list[tuple[float, int, float]] = field(default_factory=list)
     end_s: float = 0.0
 
@@ -556,13 +563,14 @@ class FleetSim:
         self._drain_backlog(rep.slot.deployment)
 
     def _drain_backlog(self, deployment: str) -> None:
-        """Requests held at the handle go out, oldest first, while a replica has room."""
+        """Requests held at the handle go out, in ``handle_order``, while a replica has room."""
         backlog, cap = self.backlog[deployment], self.settings.max_ongoing_requests
         while backlog and any(
             r.state == "ready" and (cap is None or r.outstanding < cap)
             for r in self.replicas[deployment]
         ):
-            self._route(backlog.pop(0))
+            fifo = self.settings.handle_order == "fifo"
+            self._route(backlog.pop(0 if fifo else self.rng.randrange(len(backlog))))
 
     def _stop_replica(self, rep: Replica) -> None:
         """Scale-down: no new requests; the queue drains, then the card is released."""
@@ -656,12 +664,13 @@ class FleetSim:
 
     def _autoscale_tick(self) -> None:
         s = self.settings
-        counts = {}
+        counts, running = {}, {}
         for name, d in self.deployments.items():
             live = self._live(name)
             current = len(live)
             wanted = self._wanted(d, live)
             counts[name] = current
+            running[name] = sum(r.state == "ready" for r in live)
             self.out.replica_s[(self._bucket(self.now), name)] += current * s.interval_s
             decided = self._delay[name].decide(wanted, current, self.now)
             if decided > current:
@@ -672,6 +681,7 @@ class FleetSim:
                 for rep in sorted(live, key=lambda r: r.id)[decided:]:
                     self._stop_replica(rep)
         self.out.replicas_timeline.append((self.now, counts))
+        self.out.running_timeline.append((self.now, running))
         self.at(self.now + s.interval_s, self._autoscale_tick)
 
     def _wanted(self, d: SimDeployment, live: list[Replica]) -> int:

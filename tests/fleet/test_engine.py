@@ -108,6 +108,26 @@ def test_busy_autoscaling_follows_a_surge_after_the_delay() -> None:
         assert out.late[(bucket, 0)] == out.shed[(bucket, 0)] == 0
 
 
+def test_requests_waiting_at_the_handle_get_a_replica_in_the_order_set() -> None:
+    # One replica taking one request at a time, 10 ms calls; twenty requests arrive at once.
+    arrivals = [(0.0001 * k, "d", ONLINE, 1, 1.0, 0) for k in range(20)]
+    answered = {}
+    for order in ("fifo", "random"):
+        settings = Settings(
+            replica_start_s=0.0,
+            jitter_sigma=0.0,
+            max_ongoing_requests=1,
+            record_requests=True,
+            handle_order=order,
+        )
+        _, out = run(one_card(slo_s=10.0), arrivals, lambda m, g, w: 10.0, settings=settings)
+        answered[order] = [a + lat for a, _, lat in sorted(out.requests)]
+    # The same calls back to back either way; only who gets which differs.
+    assert sorted(answered["fifo"]) == pytest.approx(sorted(answered["random"]))
+    assert answered["fifo"] == sorted(answered["fifo"])
+    assert answered["random"] != sorted(answered["random"])
+
+
 def test_the_day_is_the_same_under_a_seed_and_changes_with_it(tmp_path: Path) -> None:
     from fleet.day import run_day
     from fleet.scenario import load_scenario
