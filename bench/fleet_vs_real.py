@@ -8,8 +8,9 @@ replica), ``orml``'s app with ``BusyRouter`` and the Busy autoscaler (1..4 repli
 rounds over HTTP at 5 -> 16 -> 5 rounds/s (Poisson). Simulated: ``fleet.engine`` with the same
 slots, policy objects, autoscaling delays and admission lane, offered each real run's own
 arrivals (their times, the gaps between phases included), with that run's edge (HTTP,
-ingress, hop; measured at light load, added to every simulated latency) and its device time
-per call (``timings_ms.device_ms`` of rounds sent one at a time).
+ingress, hop; measured at light load, added to every simulated latency), its device time
+per call (``timings_ms.device_ms`` of rounds sent one at a time) and its replicas' start
+(STARTING to RUNNING in ``serve.status()``, the median).
 
 Reports p50/p99 per phase, replicas over time and shed, both ways, per real run and the
 medians over runs; the target is p99 within 20% (the fleet day's figures are believed as far
@@ -100,12 +101,17 @@ def real_run(quick: bool) -> dict[str, Any]:
         timeline: list[tuple[float, int]] = []
         stop = threading.Event()
         t0 = time.monotonic()  # the run's clock: the replicas' timeline and the arrivals
+        t0_wall = time.time()  # the same instant in the controller's log
+
+        starting: list[tuple[float, int]] = []
 
         def watch() -> None:
             while not stop.is_set():
-                status = serve.status().applications["orml"].deployments["OrSolver"]
-                timeline.append((time.monotonic() - t0, status.replica_states.get("RUNNING", 0)))
-                stop.wait(0.5)
+                states = serve.status().applications["orml"].deployments["OrSolver"]
+                now = time.monotonic() - t0
+                timeline.append((now, states.replica_states.get("RUNNING", 0)))
+                starting.append((now, states.replica_states.get("STARTING", 0)))
+                stop.wait(0.25)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
@@ -121,6 +127,7 @@ def real_run(quick: bool) -> dict[str, Any]:
     return {
         "edge_ms": edge_ms,
         "device_ms": device_ms,
+        "t0_wall": t0_wall,
         "phases": [
             _phase([r.latency_s for r in got.ok()], len(got.results) - len(got.ok()))
             for got in runs
@@ -135,7 +142,34 @@ def real_run(quick: bool) -> dict[str, Any]:
             for r in got.results
         ),
         "timeline": timeline,
+        # (sent s, phase, latency s, status) of every request, for a look at the order served
+        "requests": sorted(
+            (start + r.sent_s, k, r.latency_s, r.status)
+            for k, (start, got) in enumerate(zip(starts, runs, strict=True))
+            for r in got.results
+        ),
+        "replica_start_s": replica_start_s(timeline, starting),
     }
+
+
+def replica_start_s(running: list[tuple[float, int]], starting: list[tuple[float, int]]) -> float:
+    """The median time a replica took from STARTING to RUNNING in a run (first in, first out;
+    at the watcher's 0.25 s resolution). On the 2-core host it depends on the load: one
+    replica in a quiet moment 1.9 s, three at once in a surge 3.9-5.5 s."""
+    began: list[float] = []
+    took: list[float] = []
+    prev_run = prev_start = 0
+    for (t, run_), (_, start) in zip(running, starting, strict=True):
+        began += [t] * max(0, start + run_ - prev_start - prev_run)  # replicas added
+        for _ in range(max(0, run_ - prev_run)):
+            if began:
+                took.append(t - began.pop(0))
+        prev_run, prev_start = run_, start
+    return statistics.median(took) if took else DEFAULT_REPLICA_START_S
+
+
+#: A replica's start when a run saw none (one replica, quiet: Serve's log, 2026-11-24).
+DEFAULT_REPLICA_START_S = 2.0
 
 
 #: Rounds sent one at a time to read the real replicas' device time per call.
@@ -157,24 +191,25 @@ def device_call_ms(base: str, bodies: list[bytes]) -> float:
     return statistics.median(got)
 
 
-def sim_run(
-    quick: bool,
-    edge_ms: float,
-    seed: int = 0,
-    call_ms: float = SOLVER_CALL_MS,
-    arrivals: list[tuple[float, int]] | None = None,
-) -> dict[str, Any]:
-    """The phases through ``fleet.engine``; arrivals : (s, phase) to offer (default: a Poisson
-    draw of the phases, seeded)."""
+def sim_run(quick: bool, seed: int = 0, real: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The phases through ``fleet.engine``, calibrated by a real run (``real_run``'s result:
+    its arrivals, edge, device time per call and replica start) or, without one, the stated
+    call time, no edge and a Poisson draw of the phases (seeded)."""
+    if real is None:
+        real = {
+            "edge_ms": 0.0,
+            "device_ms": SOLVER_CALL_MS,
+            "replica_start_s": DEFAULT_REPLICA_START_S,
+            "arrivals": poisson_arrivals(quick, seed),
+        }
+    edge_ms, call_ms, arrivals = real["edge_ms"], real["device_ms"], real["arrivals"]
     gpu = gpu_types()["A10"]  # any type: the emulated call time is stated, not scaled
     slots = tuple(
         Slot("OrSolver", card, node, gpu, 1, 1.0)
         for card, node in enumerate(n for n, k in NODES.items() for _ in range(k))
     )
     settings = Settings(
-        # Serve's decision to RUNNING on the three nodes: 1.9 s for one replica, 2.3 and 3.0 s
-        # for two at once (the controller's log, 2026-11-24)
-        replica_start_s=2.5,
+        replica_start_s=real.get("replica_start_s", DEFAULT_REPLICA_START_S),
         busy_window_s=10.0,
         routing_stats_period_s=1.0,
         look_back_s=LOOK_BACK_S,
@@ -195,8 +230,6 @@ def sim_run(
         lambda gpu: 1.0,
         seed=seed,
     )
-    if arrivals is None:
-        arrivals = poisson_arrivals(quick, seed)
     # The real replica has been idle before the phases (the calibration's scale-down): so is
     # the simulated one, its Busy window full of idle time, not of its first calls alone.
     out = sim.run(
@@ -211,7 +244,7 @@ def sim_run(
         "shed": sum(out.shed.values()),
         "timeline": [
             (ts - IDLE_LEAD_S, n["OrSolver"])
-            for ts, n in out.replicas_timeline
+            for ts, n in out.running_timeline  # running, as the real side counts them
             if ts >= IDLE_LEAD_S
         ],
     }
@@ -298,16 +331,15 @@ def main() -> None:
         for n in range(args.runs):
             log(f"real run {n + 1}/{args.runs}: three nodes, emulated solver, Busy 1..4 ...")
             reals.append(real_run(args.quick))
+            got = reals[-1]
             log(
-                f"  edge (HTTP, ingress, hop) p50 {reals[-1]['edge_ms']:.1f} ms; a call holds "
-                f"the device {reals[-1]['device_ms']:.1f} ms (stated {SOLVER_CALL_MS:g})"
+                f"  edge (HTTP, ingress, hop) p50 {got['edge_ms']:.1f} ms; a call holds the "
+                f"device {got['device_ms']:.1f} ms (stated {SOLVER_CALL_MS:g}); a replica "
+                f"starts in {got['replica_start_s']:.1f} s"
             )
     runs = []
     for real in reals:
-        sims = [
-            sim_run(args.quick, real["edge_ms"], seed, real["device_ms"], real["arrivals"])
-            for seed in range(SIM_SEEDS)
-        ]
+        sims = [sim_run(args.quick, seed, real) for seed in range(SIM_SEEDS)]
         runs.append({"rows": compare(real, sims, args.quick), "sim_timeline": sims[0]["timeline"]})
     print(
         "\nEMULATED devices both ways; each real run's arrivals offered to the simulation, "
@@ -347,6 +379,7 @@ def main() -> None:
     }
     plot(result, args.out / "fleet_vs_real.png")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2))
 
 
