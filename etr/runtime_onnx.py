@@ -13,20 +13,25 @@ from etr.runtime import EtrRuntime
 class OnnxRuntimeEtr(EtrRuntime):
     """``onnxruntime.InferenceSession`` on ``CPUExecutionProvider``.
 
-    intra_op_threads : threads per call (0 = ONNX Runtime's default, one per core).
+    intra_op_threads : threads per call (0 = ONNX Runtime's default, one per core). Default 1:
+    the model is small and called from a serving process's event loop; with ONNX Runtime's
+    default on two cores, a second thread spun beside every call of a few dozen rows and the
+    ingress's CPU per ``/v1/etr`` request doubled at concurrency 64 (0.38 -> 0.70 ms;
+    docs/benchmarks.md, "The edge"). Where more are set, idle ones sleep instead of spinning.
     """
 
     name = "onnxruntime"
     device = "cpu"
 
     def __init__(
-        self, artifact: ModelArtifact, *, max_batch: int | None = None, intra_op_threads: int = 0
+        self, artifact: ModelArtifact, *, max_batch: int | None = None, intra_op_threads: int = 1
     ) -> None:
         import onnxruntime as ort
 
         super().__init__(artifact.n_features, max_batch)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = intra_op_threads
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(
             artifact.onnx_bytes, sess_options=opts, providers=["CPUExecutionProvider"]
         )
