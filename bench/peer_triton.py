@@ -233,7 +233,7 @@ def print_table(table: dict, levels: list[int]) -> None:
         print(
             f"| {c} | {o['rps']:.0f} ({o['p50_ms']:.1f} / {o['p99_ms']:.1f}) | "
             f"{t['rps']:.0f} ({t['p50_ms']:.1f} / {t['p99_ms']:.1f}) | "
-            f"{o['rps'] / t['rps']:.2f}x | {n['rps']:.0f} | {o['hey_cpu_share']} |"
+            f"{o['rps'] / t['rps']:.2f}x | {n['rps']:.0f} | {o['hey_cpu_share']:.2f} |"
         )
     o, t = table["ours"], table["triton"]
     print(
