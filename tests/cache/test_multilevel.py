@@ -206,13 +206,20 @@ def test_batches_use_one_mget_and_compute_only_the_missing(redis_url):
 
 
 @pytest.mark.parametrize("remaining_s", [0.01, 0.05, 0.1])
-def test_xfetch_refresh_odds_follow_the_paper(remaining_s):
+def test_xfetch_refresh_odds_follow_the_paper(remaining_s, monkeypatch):
     """XFetch refreshes an entry with ``remaining`` seconds left and a compute time ``d`` with
-    probability exp(-remaining / (d * beta)): decided on the envelope, not on a host's timing."""
+    probability exp(-remaining / (d * beta)): decided on the envelope, not on a host's timing
+    (the clock stands still: on a loaded host the draws took long enough for 0.01 s left to
+    shrink and the odds to drift past the tolerance)."""
     import math
+    from types import SimpleNamespace
 
+    import cache.multilevel
+
+    now = time.time()
+    monkeypatch.setattr(cache.multilevel, "time", SimpleNamespace(time=lambda: now))
     c = MultiLevelCache(L1Cache(1 << 20), xfetch_beta=1.0, rng=random.Random(7))
-    env = {"v": 1, "d": 0.05, "x": time.time() + remaining_s}
+    env = {"v": 1, "d": 0.05, "x": now + remaining_s}
     draws = 4000
     refreshed = sum(not c._fresh(env) for _ in range(draws))
     expected = math.exp(-remaining_s / 0.05)
