@@ -21,7 +21,9 @@ def test_waiting_calls_get_the_device_in_the_order_they_asked() -> None:
             t = threading.Thread(target=call, args=(k,))
             t.start()
             threads.append(t)
+            deadline = time.monotonic() + 5
             while lock._issued < k + 2:  # this call holds its ticket before the next comes
+                assert time.monotonic() < deadline, f"call {k} never asked for the device"
                 time.sleep(0.001)
     for t in threads:
         t.join(5)
