@@ -13,7 +13,9 @@ Policies (all on the same requests, the same call-cost model, the same failures)
 - ``best_single_type`` the cheapest fleet of one card type that meets the SLO (Mélange's
                       comparison), with our scheduling;
 - ``serve_default_equal_cost`` Serve's defaults with ``target_ongoing_requests`` searched so
-                      that the day costs what ours costs (SLO misses compared at equal cost).
+                      that the day costs what ours costs (SLO misses compared at equal cost);
+- ``ours_day``        (asked for by name) ours with each deployment's card type chosen by
+                      the day's cost (``day_types``), not the peak plan's.
 """
 
 from __future__ import annotations
@@ -35,7 +37,13 @@ from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
 from fleet.engine import Failure, FleetSim, Outcome, Policy, Settings, SimDeployment, Slot
 from fleet.scenario import Scenario
 from placement.inventory import Demand, Inventory, ModelDemand
-from placement.packer import PlacementInfeasible, Plan, plan_ffd, plan_milp
+from placement.packer import (
+    PlacementInfeasible,
+    Plan,
+    candidate_configs,
+    plan_ffd,
+    plan_milp,
+)
 
 #: The packer plans for the peak 10-minute rate times this (bursts inside the bin).
 BURST_FACTOR = 1.3
@@ -126,6 +134,44 @@ def fleet_demand(scenario: Scenario, arrivals: Arrivals) -> Demand:
             )
         )
     return Demand(models=models)
+
+
+def day_types(
+    scenario: Scenario, arrivals: Arrivals, profiles: ProfileSet, demand: Demand
+) -> dict[str, set[str]]:
+    """Per deployment, the card type whose fleet costs least over the whole day: for each hour,
+    the cards its busiest 10 minutes need (x BURST_FACTOR, at least the minimum replicas) at
+    that type's price, summed. The packer plans the peak; this weighs the troughs too, where
+    the autoscaler keeps the minimum fleet for hours (a fast card's single replica all night
+    can cost more than a slower card's two at the peaks)."""
+    hours = max(1, math.ceil(arrivals.end_s / 3600))
+    minimum = scenario.fleet.autoscale.min_replicas
+    out: dict[str, set[str]] = {}
+    for m in demand.models:
+        index = arrivals.deployments.index(m.deployment)
+        mine = (arrivals.deployment == index) & arrivals.online
+        bins = np.arange(0.0, hours * 3600 + PEAK_BIN_S, PEAK_BIN_S)
+        per_bin = np.histogram(arrivals.t_s[mine], bins=bins)[0] / PEAK_BIN_S
+        hourly = per_bin[: hours * 6].reshape(hours, 6).max(axis=1)
+        best: tuple[float, str] | None = None
+        for type_name in scenario.fleet.types:
+            gpu = gpu_types()[type_name]
+            profile = profiles.get(m.profile, type_name)
+            if not candidate_configs(m, profile, gpu.memory_mb):
+                continue  # misses the SLO at the peak
+            cost = 0.0
+            for rate in hourly:
+                at = m.model_copy(update={"rate_rps": max(float(rate), 1e-3)})
+                cards = min(
+                    math.ceil(max(minimum, c.replicas_needed) * c.share)
+                    for c in candidate_configs(at, profile, gpu.memory_mb)
+                )
+                cost += cards * gpu.price_per_hour
+            if best is None or cost < best[0]:
+                best = (cost, type_name)
+        if best is not None:
+            out[m.deployment] = {best[1]}
+    return out
 
 
 def inventory(scenario: Scenario, types: list[str] | None = None) -> Inventory:
@@ -257,6 +303,10 @@ def run_day(
         run("ours", mixed, ours)
     if "serve_default" in policies:
         run("serve_default", mixed, default)
+    if "ours_day" in policies:
+        types_of = day_types(scenario, arrivals, profiles, demand)
+        plan = plan_milp(inventory(scenario), demand, profiles, "cost", 5, types_of)
+        run("ours_day", plan, ours, "card types by the day's cost: " + _types_note(types_of))
     if "ffd" in policies:
         try:
             run("ffd", plan_ffd(inventory(scenario), demand, profiles), ours)
@@ -314,6 +364,10 @@ def run_day(
         "hours": math.ceil(arrivals.end_s / 3600),
         "policies": {name: summary(r) for name, r in runs.items()},
     }
+
+
+def _types_note(types_of: dict[str, set[str]]) -> str:
+    return ", ".join(f"{d} {'/'.join(sorted(t))}" for d, t in types_of.items())
 
 
 def _with(policy: Policy, target_ongoing: float) -> Policy:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 #: The order policies are shown in; the first is the one the others are compared with.
-ORDER = ("ours", "serve_default", "serve_default_equal_cost", "ffd", "best_single_type")
+ORDER = ("ours", "serve_default", "serve_default_equal_cost", "ffd", "best_single_type", "ours_day")
 LABEL = "SIMULATED (call costs: fleet/scenario.yaml's estimate model, no GPU measured)"
 
 
@@ -25,13 +25,13 @@ def table(result: dict[str, Any]) -> str:
     ]
     for n in names:
         p = pols[n]
-        ratio = p["gpu_cost"] / ours["gpu_cost"] if ours else float("nan")
+        ratio = f"{p['gpu_cost'] / ours['gpu_cost']:.2f}x" if ours else "-"  # ours not run
         plan = ", ".join(
             f"{d} {c['replicas']}x{c['gpu_type']}@{c['share']:g}" for d, c in p["plan"].items()
         )
         note = f" ({p['note']})" if p.get("note") else ""
         lines.append(
-            f"| {n}{note} | {p['gpu_cost']:.0f} | {ratio:.2f}x | {p['gpu_hours']:.1f} "
+            f"| {n}{note} | {p['gpu_cost']:.0f} | {ratio} | {p['gpu_hours']:.1f} "
             f"| {p['online_attainment']:.4f} | {p['by_kind']['query']['p99_ms']:.0f} "
             f"| {p['by_kind']['round']['p99_ms']:.0f} | {p['shed']} "
             f"| {p['offline_done']:.3f} | {plan} |"

@@ -181,14 +181,20 @@ def _preference(cfg: ReplicaConfig) -> tuple[int, int, int]:
 
 
 def _configs_by_type(
-    demand: Demand, profiles: ProfileSet, inventory: Inventory, shares=SHARES
+    demand: Demand,
+    profiles: ProfileSet,
+    inventory: Inventory,
+    shares=SHARES,
+    types_of: dict[str, set[str]] | None = None,
 ) -> dict[str, list[ReplicaConfig]]:
     types = {c.type.name: c.type for c in inventory.cards()}
     out: dict[str, list[ReplicaConfig]] = {}
     for m in demand.models:
+        allowed = (types_of or {}).get(m.deployment)
         cfgs = [
             cfg
             for t in types.values()
+            if allowed is None or t.name in allowed
             for cfg in candidate_configs(m, profiles.get(m.profile, t.name), t.memory_mb, shares)
         ]
         if not cfgs:
@@ -209,8 +215,10 @@ def plan_milp(
     profiles: ProfileSet,
     objective: Objective = "cards",
     time_limit_s: float = 1.0,
+    types_of: dict[str, set[str]] | None = None,
 ) -> Plan:
     """Exact: choose one config per deployment and replicas per card, fewest cards (or cost).
+    types_of : per deployment, the card types it may use (default: any).
 
     Falls back to ``plan_heuristic`` (noted in ``Plan.notes``) when HiGHS finds no solution in
     ``time_limit_s``; returns its best solution (``optimal=False``) when it found one but could
@@ -221,7 +229,7 @@ def plan_milp(
 
     t0 = time.perf_counter()
     cards = inventory.cards()
-    configs = _configs_by_type(demand, profiles, inventory)
+    configs = _configs_by_type(demand, profiles, inventory, types_of=types_of)
     cfg_list = [(m, k, cfg) for m, cfgs in configs.items() for k, cfg in enumerate(cfgs)]
     # Variables: w[config] binary, x[config, card] integer, y[card] binary.
     n_w = len(cfg_list)

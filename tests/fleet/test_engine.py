@@ -209,3 +209,20 @@ def test_the_simulated_delays_are_serves_own() -> None:
         changes += got_ours != target_ours
         target_ours, target_serve = got_ours, got_serve
     assert changes > 20  # the walk did scale both ways
+
+
+def test_the_days_card_types_meet_each_slo_and_cost_no_more_than_the_peak_plans() -> None:
+    from fleet.day import build_day, day_types, inventory
+    from fleet.scenario import load_scenario
+    from placement.packer import plan_milp
+
+    root = Path(__file__).resolve().parents[2] / "data" / "mdrp"
+    small = load_scenario().model_copy(update={"cities": 2, "failures": []})
+    arrivals, _, profiles, demand = build_day(small, root)
+    types_of = day_types(small, arrivals, profiles, demand)
+    assert set(types_of) == {m.deployment for m in demand.models}
+    # ETR's 100 ms rules out the slow cards for a 200-row query (the scenario's call costs)
+    assert types_of["etr"] <= {"A100-80GB", "H100"}
+    plan = plan_milp(inventory(small), demand, profiles, "cost", 5, types_of)
+    for r in plan.replicas:
+        assert r.config.gpu_type in types_of[r.config.deployment]
