@@ -124,6 +124,11 @@ def real_run(quick: bool) -> dict[str, Any]:
         watcher.join(5)
     finally:
         app.close()
+    sent = sorted(
+        (start + r.sent_s, k, r.latency_s, r.status)
+        for k, (start, got) in enumerate(zip(starts, runs, strict=True))
+        for r in got.results
+    )
     return {
         "edge_ms": edge_ms,
         "device_ms": device_ms,
@@ -134,20 +139,12 @@ def real_run(quick: bool) -> dict[str, Any]:
         ],
         "bounds": [(t, t + secs) for t, (_, secs) in zip(starts, phases(quick), strict=True)],
         # When each request was sent, on the run's clock, and its phase: the simulation is
-        # offered the same arrivals (a Poisson draw of its own would decide differently: at
-        # 6 rounds/s x 100 ms, Busy sits at the autoscaler's target and the draw tips it).
-        "arrivals": sorted(
-            (start + r.sent_s, k)
-            for k, (start, got) in enumerate(zip(starts, runs, strict=True))
-            for r in got.results
-        ),
+        # offered the same arrivals (a Poisson draw of its own decides differently wherever
+        # Busy sits near one of the autoscaler's thresholds).
+        "arrivals": [(t, k) for t, k, _, _ in sent],
         "timeline": timeline,
         # (sent s, phase, latency s, status) of every request, for a look at the order served
-        "requests": sorted(
-            (start + r.sent_s, k, r.latency_s, r.status)
-            for k, (start, got) in enumerate(zip(starts, runs, strict=True))
-            for r in got.results
-        ),
+        "requests": sent,
         "replica_start_s": replica_start_s(timeline, starting),
     }
 

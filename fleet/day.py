@@ -112,15 +112,20 @@ def fleet_profiles(scenario: Scenario, arrivals: Arrivals) -> ProfileSet:
     return ProfileSet(out)
 
 
+def online_rates(arrivals: Arrivals, deployment: int) -> np.ndarray:
+    """float64[bins]: a deployment's online requests/s in each PEAK_BIN_S bin of the day."""
+    mine = (arrivals.deployment == deployment) & arrivals.online
+    bins = np.arange(0.0, arrivals.end_s + PEAK_BIN_S, PEAK_BIN_S)
+    return np.histogram(arrivals.t_s[mine], bins=bins)[0] / PEAK_BIN_S
+
+
 def fleet_demand(scenario: Scenario, arrivals: Arrivals) -> Demand:
     """Per deployment: the peak 10-minute online rate (x BURST_FACTOR) and the SLO."""
     models = []
     for k, (name, spec) in enumerate(scenario.deployments.items()):
-        mine = (arrivals.deployment == k) & arrivals.online
-        if not mine.any():
+        if not ((arrivals.deployment == k) & arrivals.online).any():
             continue
-        bins = np.arange(0.0, arrivals.end_s + PEAK_BIN_S, PEAK_BIN_S)
-        peak = np.histogram(arrivals.t_s[mine], bins=bins)[0].max() / PEAK_BIN_S
+        peak = online_rates(arrivals, k).max()
         rows = scenario.traffic.rows_per_query if spec.model == "etr" else 1
         models.append(
             ModelDemand(
@@ -144,15 +149,13 @@ def day_types(
     that type's price, summed. The packer plans the peak; this weighs the troughs too, where
     the autoscaler keeps the minimum fleet for hours (a fast card's single replica all night
     can cost more than a slower card's two at the peaks)."""
-    hours = max(1, math.ceil(arrivals.end_s / 3600))
     minimum = scenario.fleet.autoscale.min_replicas
+    per_hour = round(3600 / PEAK_BIN_S)
     out: dict[str, set[str]] = {}
     for m in demand.models:
-        index = arrivals.deployments.index(m.deployment)
-        mine = (arrivals.deployment == index) & arrivals.online
-        bins = np.arange(0.0, hours * 3600 + PEAK_BIN_S, PEAK_BIN_S)
-        per_bin = np.histogram(arrivals.t_s[mine], bins=bins)[0] / PEAK_BIN_S
-        hourly = per_bin[: hours * 6].reshape(hours, 6).max(axis=1)
+        rates = online_rates(arrivals, arrivals.deployments.index(m.deployment))
+        padded = np.pad(rates, (0, -len(rates) % per_hour))
+        hourly = padded.reshape(-1, per_hour).max(axis=1)  # each hour's busiest bin
         best: tuple[float, str] | None = None
         for type_name in scenario.fleet.types:
             gpu = gpu_types()[type_name]

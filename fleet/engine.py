@@ -565,11 +565,11 @@ class FleetSim:
     def _drain_backlog(self, deployment: str) -> None:
         """Requests held at the handle go out, in ``handle_order``, while a replica has room."""
         backlog, cap = self.backlog[deployment], self.settings.max_ongoing_requests
+        fifo = self.settings.handle_order == "fifo"
         while backlog and any(
             r.state == "ready" and (cap is None or r.outstanding < cap)
             for r in self.replicas[deployment]
         ):
-            fifo = self.settings.handle_order == "fifo"
             self._route(backlog.pop(0 if fifo else self.rng.randrange(len(backlog))))
 
     def _stop_replica(self, rep: Replica) -> None:
