@@ -2,20 +2,25 @@
 
 Policies (all on the same requests, the same call-cost model, the same failures):
 
-- ``ours``            the packer's exact plan on the mixed fleet (cheapest), the app's
-                      admission lanes, ``BusyRouter``'s ranking, the Busy autoscaler, online
-                      before offline;
+- ``ours``            card types and Busy targets per deployment chosen on a planning day
+                      (``fleet.tune``: the same cities on other real days), the packer's exact
+                      plan within those types for that day, the app's admission lanes,
+                      ``BusyRouter``'s ranking, the Busy autoscaler, online before offline;
 - ``serve_default``   the same plan, Serve's defaults: no admission, power of two choices on
                       queue length, ``target_ongoing_requests`` autoscaling, one FIFO for
                       every class;
 - ``ffd``             first-fit-decreasing placement (fixed batch, half cards; the packer's
-                      baseline) with our scheduling;
+                      baseline) with our scheduling at Busy 0.6;
 - ``best_single_type`` the cheapest fleet of one card type that meets the SLO (Mélange's
-                      comparison), with our scheduling;
+                      comparison), with our scheduling: each type as the packer plans it for
+                      the day at Busy 0.6, and the single type tuned on the planning day as
+                      ours is; the cheapest of them that meets the SLO on the day run;
 - ``serve_default_equal_cost`` Serve's defaults with ``target_ongoing_requests`` searched so
                       that the day costs what ours costs (SLO misses compared at equal cost);
-- ``ours_day``        (asked for by name) ours with each deployment's card type chosen by
-                      the day's cost (``day_types``), not the peak plan's.
+- ``ours_peak_plan``  (asked for by name) the packer's plan for the day's peak on the mixed
+                      fleet, Busy 0.6 everywhere: ``ours`` before the planning day;
+- ``ours_day``        (asked for by name) the peak plan with each deployment's card type
+                      chosen by the day's cost (``day_types``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from domain import TrafficClass
 from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
 from fleet.engine import Failure, FleetSim, Outcome, Policy, Settings, SimDeployment, Slot
 from fleet.scenario import Scenario
+from fleet.tune import Trial, best_single, choose, planning_scenario, run_trials
 from placement.inventory import Demand, Inventory, ModelDemand
 from placement.packer import (
     PlacementInfeasible,
@@ -280,7 +286,7 @@ def run_day(
         f"day: {len(cities)} cities, {len(arrivals)} requests over {arrivals.end_s / 3600:.1f} h "
         f"({', '.join(f'{k} {int((arrivals.kind == i).sum())}' for i, k in enumerate(KINDS))})"
     )
-    ours = Policy("ours", target_busy=scenario.fleet.autoscale_target_busy)
+    base = Policy("ours", target_busy=scenario.fleet.autoscale_target_busy)
     default = Policy(
         "serve_default",
         router="pow2",
@@ -302,23 +308,40 @@ def run_day(
         )
         return runs[name]
 
+    ours_plan, ours, ours_note, single = mixed, base, "", None
+    if {"ours", "serve_default", "serve_default_equal_cost", "best_single_type"} & set(policies):
+        progress("  tuning card types and Busy targets on a planning day (not this one):")
+        planning, trials, p_demand, p_profiles = tune_on_planning_day(scenario, mdrp_dir, progress)
+        wanted = scenario.tuning.attainment + scenario.tuning.margin
+        if (c := choose(trials, wanted)) is not None:
+            # Planned, like the choice, on the planning day: made before the day it runs.
+            ours_plan = plan_milp(inventory(planning), p_demand, p_profiles, "cost", 5, c.types_of)
+            ours, ours_note = _tuned(base, "ours", c.targets), c.note()
+        if (chosen := best_single(trials, scenario.fleet.types, wanted)) is not None:
+            (gpu_type,) = {t.gpu_type for t in chosen.trials}
+            plan = plan_milp(inventory(planning, [gpu_type]), p_demand, p_profiles, "cost", 5)
+            single = (gpu_type, plan, _tuned(base, f"single_{gpu_type}_tuned", chosen.targets))
     if "ours" in policies or "serve_default_equal_cost" in policies:
-        run("ours", mixed, ours)
+        run("ours", ours_plan, ours, ours_note)
+    if "ours_peak_plan" in policies:
+        run("ours_peak_plan", mixed, base, "the packer's peak plan, Busy 0.6 everywhere")
     if "serve_default" in policies:
-        run("serve_default", mixed, default)
+        run("serve_default", ours_plan, default)
     if "ours_day" in policies:
         types_of = day_types(scenario, arrivals, profiles, demand)
         plan = plan_milp(inventory(scenario), demand, profiles, "cost", 5, types_of)
-        run("ours_day", plan, ours, "card types by the day's cost: " + _types_note(types_of))
+        run("ours_day", plan, base, "card types by the day's cost: " + _types_note(types_of))
     if "ffd" in policies:
         try:
-            run("ffd", plan_ffd(inventory(scenario), demand, profiles), ours)
+            run("ffd", plan_ffd(inventory(scenario), demand, profiles), base)
         except PlacementInfeasible as exc:
             # What an operator of num_gpus: 0.5 does when half a card misses the target.
             progress(f"  ffd at half cards: {exc}; whole cards instead")
             plan = plan_ffd(inventory(scenario), demand, profiles, share=1.0)
-            run("ffd", plan, ours, "whole cards: half cards miss the SLO")
+            run("ffd", plan, base, "whole cards: half cards miss the SLO")
     if "best_single_type" in policies:
+        # Every type as the packer plans it for this day at Busy 0.6, and the single type
+        # tuned like ours on the planning day: the cheapest of them that meets the SLO here.
         best: PolicyRun | None = None
         for t in scenario.fleet.types:
             try:
@@ -326,11 +349,14 @@ def run_day(
             except PlacementInfeasible as exc:
                 progress(f"  single type {t}: infeasible ({exc})")
                 continue
-            got = run(f"single_{t}", plan, ours)
-            s, b = summary(got), summary(best) if best else None
-            # The cheapest that meets the SLO; failing that, the one closest to it.
-            if b is None or _better_single(s, b):
-                best = got
+            tried = [run(f"single_{t}", plan, base)]
+            if single is not None and single[0] == t:
+                tried.append(run(single[2].name, single[1], single[2]))
+            for got in tried:
+                s, b = summary(got), summary(best) if best else None
+                # The cheapest that meets the SLO; failing that, the one closest to it.
+                if b is None or _better_single(s, b):
+                    best = got
         if best is not None:
             runs["best_single_type"] = PolicyRun(
                 "best_single_type", best.plan, best.policy, best.outcome, best.wall_s, best.name
@@ -341,7 +367,7 @@ def run_day(
         found: PolicyRun | None = None
         for _ in range(6):  # bisect target_ongoing_requests in log space
             mid = math.sqrt(lo * hi)
-            got = run(f"serve_default@{mid:.2f}", mixed, _with(default, mid))
+            got = run(f"serve_default@{mid:.2f}", ours_plan, _with(default, mid))
             cost = summary(got)["gpu_cost"]
             if found is None or abs(cost - target_cost) < abs(
                 summary(found)["gpu_cost"] - target_cost
@@ -367,6 +393,43 @@ def run_day(
         "hours": math.ceil(arrivals.end_s / 3600),
         "policies": {name: summary(r) for name, r in runs.items()},
     }
+
+
+def tune_on_planning_day(
+    scenario: Scenario, mdrp_dir: Path, progress: Callable[[str], None] = print
+) -> tuple[Scenario, list[Trial], Demand, ProfileSet]:
+    """``fleet.tune``'s trials on the planning day, with that day's demand and profiles (what
+    a plan made before the day is made from)."""
+    planning = planning_scenario(scenario)
+    arrivals, _, profiles, demand = build_day(planning, mdrp_dir)
+
+    def simulate(a: Arrivals, plan: Plan, policy: Policy) -> dict[str, Any]:
+        outcome, wall = simulate_plan(planning, a, plan, policy)
+        return summary(PolicyRun(policy.name, plan, policy, outcome, wall))
+
+    trials = run_trials(
+        planning,
+        arrivals,
+        profiles,
+        demand,
+        lambda t: inventory(planning, [t]),
+        simulate,
+        progress=progress,
+    )
+    return planning, trials, demand, profiles
+
+
+def _tuned(policy: Policy, name: str, targets: tuple[tuple[str, float], ...]) -> Policy:
+    return Policy(
+        name,
+        router=policy.router,
+        scaler=policy.scaler,
+        classes=policy.classes,
+        admission=policy.admission,
+        target_busy=policy.target_busy,
+        band=policy.band,
+        targets=targets,
+    )
 
 
 def _types_note(types_of: dict[str, set[str]]) -> str:

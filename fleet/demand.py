@@ -68,6 +68,16 @@ class Arrivals:
     def traffic_class(self, i: int) -> TrafficClass:
         return TrafficClass.ONLINE if self.online[i] else TrafficClass.OFFLINE
 
+    def of(self, deployment: int) -> Arrivals:
+        """The requests to one deployment (index into ``deployments``), in arrival order."""
+        keep = self.deployment == deployment
+        return Arrivals(
+            self.deployments,
+            *(a[keep] for a in (self.t_s, self.deployment, self.online, self.rows, self.work)),
+            self.kind[keep],
+            self.city[keep],
+        )
+
 
 KINDS = ("query", "round", "bulk")
 
@@ -87,24 +97,38 @@ def available_days(scenario: Scenario, mdrp_dir: Path) -> list[str]:
 
 
 def make_cities(scenario: Scenario, mdrp_dir: Path, rng: np.random.Generator) -> list[City]:
+    """The scenario's cities on its day. With ``day_offset`` > 0, the same cities (sizes and
+    time zones as on day 0) on another day: each city replays another real day, its copies
+    jittered anew."""
     days = available_days(scenario, mdrp_dir)
     curves = {d: placement_minutes(mdrp_dir / d) * 60.0 for d in days}
     size = scenario.city_size
     cities = []
     for c in range(scenario.cities):
-        day = days[c % len(days)]
         mult = size.scale * float(
             np.clip(rng.lognormal(-(size.sigma**2) / 2, size.sigma), size.min, size.max)
         )
         shift_h = float(scenario.time_zones_h[rng.integers(len(scenario.time_zones_h))])
-        base = curves[day]
-        # floor(mult) copies of every order and one more with the fractional probability,
-        # each moved up to five minutes so one day's copies do not arrive in lockstep.
-        copies = np.floor(mult).astype(int) + (rng.random(len(base)) < mult % 1)
-        placed = np.repeat(base, copies) + rng.uniform(-300, 300, int(copies.sum()))
-        placed = np.sort(np.maximum(0.0, placed + shift_h * 3600))
-        cities.append(City(c, day, mult, shift_h, placed))
-    return cities
+        day = days[c % len(days)]
+        cities.append(City(c, day, mult, shift_h, _replay(curves[day], mult, shift_h, rng)))
+    if scenario.day_offset == 0:
+        return cities
+    day_rng = np.random.default_rng([scenario.seed, scenario.day_offset])
+    out = []
+    for city in cities:
+        day = days[(city.id + scenario.day_offset) % len(days)]
+        placed = _replay(curves[day], city.size, city.shift_h, day_rng)
+        out.append(City(city.id, day, city.size, city.shift_h, placed))
+    return out
+
+
+def _replay(base: np.ndarray, mult: float, shift_h: float, rng: np.random.Generator) -> np.ndarray:
+    """float64[n] sorted placement times (s): floor(mult) copies of every order of ``base`` and
+    one more with the fractional probability, each moved up to five minutes so one day's copies
+    do not arrive in lockstep, shifted by the time zone."""
+    copies = np.floor(mult).astype(int) + (rng.random(len(base)) < mult % 1)
+    placed = np.repeat(base, copies) + rng.uniform(-300, 300, int(copies.sum()))
+    return np.sort(np.maximum(0.0, placed + shift_h * 3600))
 
 
 def make_arrivals(scenario: Scenario, cities: list[City], rng: np.random.Generator) -> Arrivals:

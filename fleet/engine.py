@@ -87,6 +87,12 @@ class Policy:
     target_busy: float = 0.6
     band: float = 0.15
     target_ongoing: float = 2.0
+    # Per deployment, a Busy target other than ``target_busy`` (deployment, target) pairs: what
+    # deploy.yaml's per-deployment ``policy_kwargs`` can say (``fleet.tune`` chooses them).
+    targets: tuple[tuple[str, float], ...] = ()
+
+    def target_of(self, deployment: str) -> float:
+        return dict(self.targets).get(deployment, self.target_busy)
 
 
 @dataclass(frozen=True)
@@ -279,7 +285,7 @@ class FleetSim:
         }
         self._busy_policy = {
             d.name: BusyPolicy(
-                target_busy=policy.target_busy,
+                target_busy=policy.target_of(d.name),
                 band=policy.band,
                 min_replicas=min(settings.min_replicas, len(d.slots)),
                 max_replicas=len(d.slots),

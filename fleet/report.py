@@ -7,7 +7,15 @@ from pathlib import Path
 from typing import Any
 
 #: The order policies are shown in; the first is the one the others are compared with.
-ORDER = ("ours", "serve_default", "serve_default_equal_cost", "ffd", "best_single_type", "ours_day")
+ORDER = (
+    "ours",
+    "serve_default",
+    "serve_default_equal_cost",
+    "ffd",
+    "best_single_type",
+    "ours_peak_plan",
+    "ours_day",
+)
 LABEL = "SIMULATED (call costs: fleet/scenario.yaml's estimate model, no GPU measured)"
 
 

@@ -7,7 +7,7 @@ unit their name says (``_s``, ``_ms``, ``_min``, ``_h``), memory in MiB unless `
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -105,6 +105,19 @@ class Fleet(_Strict):
     offline_concurrency: int = Field(ge=1, description="A bulk job's requests in flight.")
 
 
+class Tuning(_Strict):
+    """How ``ours`` is planned (``fleet.tune``): on a planning day, per deployment, a card type
+    and one of ``targets`` (Busy; the first wins a tie), the cheapest combination whose online
+    SLO attainment reaches ``attainment + margin`` (the margin is for the planning day's
+    error)."""
+
+    targets: list[Annotated[float, Field(gt=0.15, lt=1)]] = Field(
+        [0.6, 0.45, 0.35], min_length=1, description="Above the autoscaler's band (0.15)."
+    )
+    attainment: float = Field(0.99, gt=0, le=1)
+    margin: float = Field(0.002, ge=0, lt=1)
+
+
 class Failure(_Strict):
     at_h: float = Field(ge=0)
     down_min: float = Field(gt=0)
@@ -114,6 +127,9 @@ class Scenario(_Strict):
     cities: int = Field(ge=1, le=1000)
     seed: int = 0
     mdrp_days: list[str] = Field(min_length=1)
+    day_offset: int = Field(
+        0, ge=0, description="City c replays day (c + day_offset) of the days found."
+    )
     city_size: CitySize
     time_zones_h: list[float] = Field(min_length=1)
     traffic: Traffic
@@ -121,6 +137,7 @@ class Scenario(_Strict):
     call_costs: CallCosts
     fleet: Fleet
     failures: list[Failure] = []
+    tuning: Tuning = Tuning()
 
     @model_validator(mode="after")
     def _known_types(self) -> Scenario:

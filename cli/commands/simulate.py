@@ -28,7 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--policies",
         default="ours,serve_default,ffd,best_single_type,serve_default_equal_cost",
         help="comma-separated: ours, serve_default, ffd, best_single_type, "
-        "serve_default_equal_cost, ours_day (card types by the day's cost; not by default)",
+        "serve_default_equal_cost; by name only: ours_peak_plan (the packer's peak plan at "
+        "Busy 0.6, ours before tuning), ours_day (card types by the day's cost)",
     )
     sp.add_argument("--json", type=Path, default=None, help="write every figure here")
     sp.add_argument("--out", type=Path, default=Path("out/simulate"), help="table and PNG here")

@@ -1,0 +1,155 @@
+"""Card types and Busy targets per deployment, chosen by simulating a planning day.
+
+The packer sizes each deployment for its peak with a queueing model, and the autoscaler then
+runs it at one Busy target all day. Neither sees what the day does: a cheap card that meets a
+deployment's SLO all day at one replica while the model asks for six at the peak, a fast card
+billed all night for a burst at noon, arrivals burstier than Poisson that need a cooler target.
+Here the simulator is the planner: every deployment is run alone, for every card type the
+packer finds feasible and every Busy target of the scenario's ``tuning``, over a *planning
+day* (the same cities, each replaying another real MDRP day than it does in the day
+evaluated), and the cheapest combination whose online SLO attainment, all deployments
+together, is at least ``tuning.attainment + tuning.margin`` is chosen. The day evaluated is
+never looked at.
+
+Trials are per deployment (its own cards, its own failure), so the sum of their costs is an
+upper bound on a joint plan's, which may share cards.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from devices.profiles import ProfileSet
+from fleet.demand import Arrivals
+from fleet.engine import Policy
+from fleet.scenario import Scenario
+from placement.inventory import Demand, Inventory
+from placement.packer import PlacementInfeasible, Plan, plan_milp
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One deployment alone on one card type at one Busy target, over the planning day.
+    gpu_cost : $ of the day; requests, missed : online requests, and those late or shed."""
+
+    deployment: str
+    gpu_type: str
+    target_busy: float
+    gpu_cost: float
+    requests: int
+    missed: int
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One trial per deployment, with their totals on the planning day. ``met``: the
+    attainment reached what was asked."""
+
+    trials: tuple[Trial, ...]
+    attainment: float
+    gpu_cost: float
+    met: bool
+
+    @property
+    def types_of(self) -> dict[str, set[str]]:
+        return {t.deployment: {t.gpu_type} for t in self.trials}
+
+    @property
+    def targets(self) -> tuple[tuple[str, float], ...]:
+        return tuple((t.deployment, t.target_busy) for t in self.trials)
+
+    def note(self) -> str:
+        parts = ", ".join(
+            f"{t.deployment} {t.gpu_type} at Busy {t.target_busy:g}" for t in self.trials
+        )
+        return (
+            f"tuned on a planning day: {parts}; planned ${self.gpu_cost:.0f}, {self.attainment:.4f}"
+        )
+
+
+def planning_scenario(scenario: Scenario) -> Scenario:
+    """Another day of the same platform: the same cities (sizes, time zones), each replaying
+    another real day, with requests drawn anew."""
+    return scenario.model_copy(update={"day_offset": scenario.day_offset + 1})
+
+
+def run_trials(
+    planning: Scenario,
+    arrivals: Arrivals,
+    profiles: ProfileSet,
+    demand: Demand,
+    inventory_of: Callable[[str], Inventory],
+    simulate: Callable[[Arrivals, Plan, Policy], dict[str, Any]],
+    progress: Callable[[str], None] = print,
+) -> list[Trial]:
+    """Every deployment x feasible card type x target, simulated alone on the planning day.
+
+    arrivals, profiles, demand : the planning day's (``fleet.day.build_day``);
+    inventory_of : a card type -> the fleet of that type alone;
+    simulate : (arrivals, plan, policy) -> the run's summary (``fleet.day.summary``).
+    """
+    out = []
+    for m in demand.models:
+        mine = arrivals.of(arrivals.deployments.index(m.deployment))
+        for gpu_type in planning.fleet.types:
+            try:
+                plan = plan_milp(inventory_of(gpu_type), Demand(models=[m]), profiles, "cost", 5)
+            except PlacementInfeasible:
+                continue
+            for target in planning.tuning.targets:
+                s = simulate(mine, plan, Policy(f"tune {m.deployment}", target_busy=target))
+                trial = Trial(
+                    m.deployment,
+                    gpu_type,
+                    target,
+                    s["gpu_cost"],
+                    s["online_requests"],
+                    s["late"] + s["shed"],
+                )
+                out.append(trial)
+                progress(
+                    f"    plan {m.deployment:<15} {gpu_type:<10} Busy {target:<4g} "
+                    f"${trial.gpu_cost:6.0f}  missed {trial.missed}/{trial.requests}  "
+                    f"({s['sim_wall_s']:.0f} s)"
+                )
+    return out
+
+
+def choose(
+    trials: Iterable[Trial], attainment: float, types: set[str] | None = None
+) -> Choice | None:
+    """The cheapest combination (one trial per deployment, card types within ``types``)
+    reaching ``attainment``; failing that, the one with the highest attainment. None when a
+    deployment has no trial within ``types``."""
+    by_dep: dict[str, list[Trial]] = defaultdict(list)
+    every: set[str] = set()
+    for t in trials:
+        every.add(t.deployment)
+        if types is None or t.gpu_type in types:
+            by_dep[t.deployment].append(t)
+    if not by_dep or set(by_dep) != every:
+        return None
+    best: tuple[tuple[bool, float], Choice] | None = None
+    for combo in itertools.product(*by_dep.values()):
+        n = sum(t.requests for t in combo)
+        got = 1.0 - sum(t.missed for t in combo) / n if n else 1.0
+        cost = sum(t.gpu_cost for t in combo)
+        met = got >= attainment
+        key = (not met, cost if met else -got)
+        if best is None or key < best[0]:
+            best = (key, Choice(tuple(combo), got, cost, met))
+    assert best is not None
+    return best[1]
+
+
+def best_single(trials: list[Trial], types: Iterable[str], attainment: float) -> Choice | None:
+    """Mélange's baseline tuned the same way: per card type its best choice, then the cheapest
+    of those that reach the attainment (failing that, the highest attainment)."""
+    choices = [c for t in types if (c := choose(trials, attainment, {t})) is not None]
+    if not choices:
+        return None
+    return min(choices, key=lambda c: (not c.met, c.gpu_cost if c.met else -c.attainment))
