@@ -41,7 +41,7 @@ from domain import TrafficClass
 from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
 from fleet.engine import Failure, FleetSim, Outcome, Policy, Settings, SimDeployment, Slot
 from fleet.scenario import Scenario
-from fleet.tune import Trial, best_single, choose, planning_scenario, run_trials
+from fleet.tune import Trial, best_single, choose, planning_scenarios, run_trials
 from placement.inventory import Demand, Inventory, ModelDemand
 from placement.packer import (
     PlacementInfeasible,
@@ -310,16 +310,15 @@ def run_day(
 
     ours_plan, ours, ours_note, single = mixed, base, "", None
     if {"ours", "serve_default", "serve_default_equal_cost", "best_single_type"} & set(policies):
-        progress("  tuning card types and Busy targets on a planning day (not this one):")
-        planning, trials, p_demand, p_profiles = tune_on_planning_day(scenario, mdrp_dir, progress)
+        progress("  tuning card types and Busy targets on planning days (not this one):")
+        days, trials = tune_on_planning_days(scenario, mdrp_dir, progress)
         wanted = scenario.tuning.attainment + scenario.tuning.margin
         if (c := choose(trials, wanted)) is not None:
-            # Planned, like the choice, on the planning day: made before the day it runs.
-            ours_plan = plan_milp(inventory(planning), p_demand, p_profiles, "cost", 5, c.types_of)
+            ours_plan = largest_plan(days, c.types_of)
             ours, ours_note = _tuned(base, "ours", c.targets), c.note()
         if (chosen := best_single(trials, scenario.fleet.types, wanted)) is not None:
-            (gpu_type,) = {t.gpu_type for t in chosen.trials}
-            plan = plan_milp(inventory(planning, [gpu_type]), p_demand, p_profiles, "cost", 5)
+            (gpu_type,) = {t for t in chosen.types_of.values() for t in t}
+            plan = largest_plan(days, chosen.types_of, [gpu_type])
             single = (gpu_type, plan, _tuned(base, f"single_{gpu_type}_tuned", chosen.targets))
     if "ours" in policies or "serve_default_equal_cost" in policies:
         run("ours", ours_plan, ours, ours_note)
@@ -395,28 +394,51 @@ def run_day(
     }
 
 
-def tune_on_planning_day(
+@dataclass
+class PlanningDay:
+    scenario: Scenario
+    profiles: ProfileSet
+    demand: Demand
+
+
+def tune_on_planning_days(
     scenario: Scenario, mdrp_dir: Path, progress: Callable[[str], None] = print
-) -> tuple[Scenario, list[Trial], Demand, ProfileSet]:
-    """``fleet.tune``'s trials on the planning day, with that day's demand and profiles (what
-    a plan made before the day is made from)."""
-    planning = planning_scenario(scenario)
-    arrivals, _, profiles, demand = build_day(planning, mdrp_dir)
+) -> tuple[list[PlanningDay], list[Trial]]:
+    """``fleet.tune``'s trials on every planning day, with each day's demand and profiles
+    (what a plan made before the day is made from)."""
+    days, trials = [], []
+    for k, planning in enumerate(planning_scenarios(scenario)):
+        arrivals, _, profiles, demand = build_day(planning, mdrp_dir)
+        days.append(PlanningDay(planning, profiles, demand))
 
-    def simulate(a: Arrivals, plan: Plan, policy: Policy) -> dict[str, Any]:
-        outcome, wall = simulate_plan(planning, a, plan, policy)
-        return summary(PolicyRun(policy.name, plan, policy, outcome, wall))
+        def simulate(a: Arrivals, plan: Plan, policy: Policy, day: Scenario = planning) -> dict:
+            outcome, wall = simulate_plan(day, a, plan, policy)
+            return summary(PolicyRun(policy.name, plan, policy, outcome, wall))
 
-    trials = run_trials(
-        planning,
-        arrivals,
-        profiles,
-        demand,
-        lambda t: inventory(planning, [t]),
-        simulate,
-        progress=progress,
-    )
-    return planning, trials, demand, profiles
+        trials += run_trials(
+            planning,
+            arrivals,
+            profiles,
+            demand,
+            lambda t, day=planning: inventory(day, [t]),
+            simulate,
+            day=k,
+            progress=progress,
+        )
+    return days, trials
+
+
+def largest_plan(
+    days: list[PlanningDay], types_of: dict[str, set[str]], types: list[str] | None = None
+) -> Plan:
+    """The packer's plan within ``types_of`` for each planning day's peak, the costliest of
+    them: its replicas are the autoscaler's ceiling, so the busiest day sets it. Made, like
+    the choice, before the day it runs."""
+    plans = [
+        plan_milp(inventory(d.scenario, types), d.demand, d.profiles, "cost", 5, types_of)
+        for d in days
+    ]
+    return max(plans, key=lambda p: p.cost_per_hour())
 
 
 def _tuned(policy: Policy, name: str, targets: tuple[tuple[str, float], ...]) -> Policy:

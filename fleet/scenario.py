@@ -106,16 +106,17 @@ class Fleet(_Strict):
 
 
 class Tuning(_Strict):
-    """How ``ours`` is planned (``fleet.tune``): on a planning day, per deployment, a card type
-    and one of ``targets`` (Busy; the first wins a tie), the cheapest combination whose online
-    SLO attainment reaches ``attainment + margin`` (the margin is for the planning day's
-    error)."""
+    """How ``ours`` is planned (``fleet.tune``): on ``planning_days`` other days, per deployment,
+    a card type and one of ``targets`` (Busy; the first wins a tie), the cheapest combination
+    whose online SLO attainment reaches ``attainment + margin`` on every one of them (the
+    margin is for the planning days' error)."""
 
     targets: list[Annotated[float, Field(gt=0.15, lt=1)]] = Field(
         [0.6, 0.45, 0.35], min_length=1, description="Above the autoscaler's band (0.15)."
     )
     attainment: float = Field(0.99, gt=0, le=1)
     margin: float = Field(0.002, ge=0, lt=1)
+    planning_days: int = Field(2, ge=1, le=6, description="Each must reach the attainment.")
 
 
 class Failure(_Strict):

@@ -33,7 +33,7 @@ from placement.packer import PlacementInfeasible, Plan, plan_milp
 
 @dataclass(frozen=True)
 class Trial:
-    """One deployment alone on one card type at one Busy target, over the planning day.
+    """One deployment alone on one card type at one Busy target, over planning day ``day``.
     gpu_cost : $ of the day; requests, missed : online requests, and those late or shed."""
 
     deployment: str
@@ -42,39 +42,47 @@ class Trial:
     gpu_cost: float
     requests: int
     missed: int
+    day: int = 0
+
+    @property
+    def option(self) -> tuple[str, str, float]:
+        return (self.deployment, self.gpu_type, self.target_busy)
 
 
 @dataclass(frozen=True)
 class Choice:
-    """One trial per deployment, with their totals on the planning day. ``met``: the
-    attainment reached what was asked."""
+    """Per deployment a card type and a Busy target: ``options`` (deployment, type, target).
+    attainment : the worst planning day's, all deployments together; gpu_cost : the mean of
+    the planning days' ($); met : the attainment reached what was asked."""
 
-    trials: tuple[Trial, ...]
+    options: tuple[tuple[str, str, float], ...]
     attainment: float
     gpu_cost: float
     met: bool
 
     @property
     def types_of(self) -> dict[str, set[str]]:
-        return {t.deployment: {t.gpu_type} for t in self.trials}
+        return {d: {t} for d, t, _ in self.options}
 
     @property
     def targets(self) -> tuple[tuple[str, float], ...]:
-        return tuple((t.deployment, t.target_busy) for t in self.trials)
+        return tuple((d, b) for d, _, b in self.options)
 
     def note(self) -> str:
-        parts = ", ".join(
-            f"{t.deployment} {t.gpu_type} at Busy {t.target_busy:g}" for t in self.trials
-        )
+        parts = ", ".join(f"{d} {t} at Busy {b:g}" for d, t, b in self.options)
         return (
-            f"tuned on a planning day: {parts}; planned ${self.gpu_cost:.0f}, {self.attainment:.4f}"
+            f"tuned on planning days: {parts}; planned ${self.gpu_cost:.0f}, worst day "
+            f"{self.attainment:.4f}"
         )
 
 
-def planning_scenario(scenario: Scenario) -> Scenario:
-    """Another day of the same platform: the same cities (sizes, time zones), each replaying
-    another real day, with requests drawn anew."""
-    return scenario.model_copy(update={"day_offset": scenario.day_offset + 1})
+def planning_scenarios(scenario: Scenario) -> list[Scenario]:
+    """Other days of the same platform (``tuning.planning_days`` of them): the same cities
+    (sizes, time zones), each replaying another real day, with requests drawn anew."""
+    return [
+        scenario.model_copy(update={"day_offset": scenario.day_offset + k})
+        for k in range(1, scenario.tuning.planning_days + 1)
+    ]
 
 
 def run_trials(
@@ -84,11 +92,12 @@ def run_trials(
     demand: Demand,
     inventory_of: Callable[[str], Inventory],
     simulate: Callable[[Arrivals, Plan, Policy], dict[str, Any]],
+    day: int = 0,
     progress: Callable[[str], None] = print,
 ) -> list[Trial]:
-    """Every deployment x feasible card type x target, simulated alone on the planning day.
+    """Every deployment x feasible card type x target, simulated alone on planning day ``day``.
 
-    arrivals, profiles, demand : the planning day's (``fleet.day.build_day``);
+    planning, arrivals, profiles, demand : that day's (``fleet.day.build_day``);
     inventory_of : a card type -> the fleet of that type alone;
     simulate : (arrivals, plan, policy) -> the run's summary (``fleet.day.summary``).
     """
@@ -109,10 +118,11 @@ def run_trials(
                     s["gpu_cost"],
                     s["online_requests"],
                     s["late"] + s["shed"],
+                    day,
                 )
                 out.append(trial)
                 progress(
-                    f"    plan {m.deployment:<15} {gpu_type:<10} Busy {target:<4g} "
+                    f"    day {day} {m.deployment:<15} {gpu_type:<10} Busy {target:<4g} "
                     f"${trial.gpu_cost:6.0f}  missed {trial.missed}/{trial.requests}  "
                     f"({s['sim_wall_s']:.0f} s)"
                 )
@@ -122,26 +132,31 @@ def run_trials(
 def choose(
     trials: Iterable[Trial], attainment: float, types: set[str] | None = None
 ) -> Choice | None:
-    """The cheapest combination (one trial per deployment, card types within ``types``)
-    reaching ``attainment``; failing that, the one with the highest attainment. None when a
-    deployment has no trial within ``types``."""
-    by_dep: dict[str, list[Trial]] = defaultdict(list)
-    every: set[str] = set()
+    """The cheapest combination (one option per deployment, card types within ``types``, tried
+    on every planning day) whose attainment reaches ``attainment`` on every day; failing that,
+    the one with the best worst day. None when a deployment has no such option."""
+    runs: dict[tuple[str, str, float], dict[int, Trial]] = defaultdict(dict)
     for t in trials:
-        every.add(t.deployment)
-        if types is None or t.gpu_type in types:
-            by_dep[t.deployment].append(t)
-    if not by_dep or set(by_dep) != every:
+        runs[t.option][t.day] = t
+    days = {d for r in runs.values() for d in r}
+    by_dep: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
+    for option, got in runs.items():
+        if set(got) == days and (types is None or option[1] in types):
+            by_dep[option[0]].append(option)
+    if not by_dep or set(by_dep) != {o[0] for o in runs}:
         return None
     best: tuple[tuple[bool, float], Choice] | None = None
     for combo in itertools.product(*by_dep.values()):
-        n = sum(t.requests for t in combo)
-        got = 1.0 - sum(t.missed for t in combo) / n if n else 1.0
-        cost = sum(t.gpu_cost for t in combo)
-        met = got >= attainment
-        key = (not met, cost if met else -got)
+        worst, cost = 1.0, 0.0
+        for d in days:
+            day = [runs[o][d] for o in combo]
+            n = sum(t.requests for t in day)
+            worst = min(worst, 1.0 - sum(t.missed for t in day) / n if n else 1.0)
+            cost += sum(t.gpu_cost for t in day) / len(days)
+        met = worst >= attainment
+        key = (not met, cost if met else -worst)
         if best is None or key < best[0]:
-            best = (key, Choice(tuple(combo), got, cost, met))
+            best = (key, Choice(tuple(combo), worst, cost, met))
     assert best is not None
     return best[1]
 
