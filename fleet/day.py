@@ -2,10 +2,12 @@
 
 Policies (all on the same requests, the same call-cost model, the same failures):
 
-- ``ours``            card types and Busy targets per deployment chosen on a planning day
-                      (``fleet.tune``: the same cities on other real days), the packer's exact
-                      plan within those types for that day, the app's admission lanes,
-                      ``BusyRouter``'s ranking, the Busy autoscaler, online before offline;
+- ``ours``            card types and Busy targets per deployment chosen on planning days
+                      (``fleet.tune``: the same cities on other real days; the finalists, the
+                      mixed choice and each single type's, run jointly there as the packer
+                      shares cards), the packer's exact plan within those types, the app's
+                      admission lanes, ``BusyRouter``'s ranking, the Busy autoscaler, online
+                      before offline;
 - ``serve_default``   the same plan, Serve's defaults: no admission, power of two choices on
                       queue length, ``target_ongoing_requests`` autoscaling, one FIFO for
                       every class;
@@ -13,7 +15,7 @@ Policies (all on the same requests, the same call-cost model, the same failures)
                       baseline) with our scheduling at Busy 0.6;
 - ``best_single_type`` the cheapest fleet of one card type that meets the SLO (Mélange's
                       comparison), with our scheduling: each type as the packer plans it for
-                      the day at Busy 0.6, and the single type tuned on the planning day as
+                      the day at Busy 0.6, and the single type tuned on the planning days as
                       ours is; the cheapest of them that meets the SLO on the day run;
 - ``serve_default_equal_cost`` Serve's defaults with ``target_ongoing_requests`` searched so
                       that the day costs what ours costs (SLO misses compared at equal cost);
@@ -41,7 +43,14 @@ from domain import TrafficClass
 from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
 from fleet.engine import Failure, FleetSim, Outcome, Policy, Settings, SimDeployment, Slot
 from fleet.scenario import Scenario
-from fleet.tune import Trial, best_single, choose, planning_scenarios, run_trials
+from fleet.tune import (
+    Choice,
+    Trial,
+    choose,
+    planning_scenarios,
+    run_trials,
+    single_type_choices,
+)
 from placement.inventory import Demand, Inventory, ModelDemand
 from placement.packer import (
     PlacementInfeasible,
@@ -313,13 +322,21 @@ def run_day(
         progress("  tuning card types and Busy targets on planning days (not this one):")
         days, trials = tune_on_planning_days(scenario, mdrp_dir, progress)
         wanted = scenario.tuning.attainment + scenario.tuning.margin
-        if (c := choose(trials, wanted)) is not None:
-            ours_plan = largest_plan(days, c.types_of)
-            ours, ours_note = _tuned(base, "ours", c.targets), c.note()
-        if (chosen := best_single(trials, scenario.fleet.types, wanted)) is not None:
+        # The trials price each deployment on cards of its own; the finalists (the mixed
+        # choice and each type's) are priced again as the packer shares cards among them.
+        mixed_choice = choose(trials, wanted)
+        singles = single_type_choices(trials, scenario.fleet.types, wanted)
+        finalists = [c for c in [mixed_choice, *singles] if c is not None]
+        priced = {c.options: price_jointly(days, c, base, progress) for c in finalists}
+        if finalists:
+            best = min(finalists, key=lambda c: priced[c.options].rank(wanted))
+            ours_plan, ours = priced[best.options].plan, _tuned(base, "ours", best.targets)
+            ours_note = best.note() + priced[best.options].note()
+        if singles:
+            chosen = min(singles, key=lambda c: priced[c.options].rank(wanted))
             (gpu_type,) = {t for t in chosen.types_of.values() for t in t}
-            plan = largest_plan(days, chosen.types_of, [gpu_type])
-            single = (gpu_type, plan, _tuned(base, f"single_{gpu_type}_tuned", chosen.targets))
+            policy = _tuned(base, f"single_{gpu_type}_tuned", chosen.targets)
+            single = (gpu_type, priced[chosen.options].plan, policy)
     if "ours" in policies or "serve_default_equal_cost" in policies:
         run("ours", ours_plan, ours, ours_note)
     if "ours_peak_plan" in policies:
@@ -397,8 +414,45 @@ def run_day(
 @dataclass
 class PlanningDay:
     scenario: Scenario
+    arrivals: Arrivals
     profiles: ProfileSet
     demand: Demand
+
+
+@dataclass
+class Priced:
+    """A finalist's joint plan run on every planning day: gpu_cost the mean ($), attainment
+    the worst day's."""
+
+    plan: Plan
+    gpu_cost: float
+    attainment: float
+
+    def rank(self, wanted: float) -> tuple[bool, float]:
+        met = self.attainment >= wanted
+        return (not met, self.gpu_cost if met else -self.attainment)
+
+    def note(self) -> str:
+        return f"; jointly ${self.gpu_cost:.0f}, worst day {self.attainment:.4f}"
+
+
+def price_jointly(
+    days: list[PlanningDay], choice: Choice, base: Policy, progress: Callable[[str], None]
+) -> Priced:
+    """``choice`` planned as the packer shares cards (``largest_plan``) and run, all its
+    deployments together, over every planning day."""
+    plan = largest_plan(days, choice.types_of)
+    policy = _tuned(base, "finalist", choice.targets)
+    costs, attained = [], []
+    for d in days:
+        outcome, wall = simulate_plan(d.scenario, d.arrivals, plan, policy)
+        s = summary(PolicyRun("finalist", plan, policy, outcome, wall))
+        costs.append(s["gpu_cost"])
+        attained.append(s["online_attainment"])
+    got = Priced(plan, sum(costs) / len(costs), min(attained))
+    types = ", ".join(sorted({t for ts in choice.types_of.values() for t in ts}))
+    progress(f"    finalist on {types}: ${got.gpu_cost:.0f}, worst day {got.attainment:.4f}")
+    return got
 
 
 def tune_on_planning_days(
@@ -409,7 +463,7 @@ def tune_on_planning_days(
     days, trials = [], []
     for k, planning in enumerate(planning_scenarios(scenario)):
         arrivals, _, profiles, demand = build_day(planning, mdrp_dir)
-        days.append(PlanningDay(planning, profiles, demand))
+        days.append(PlanningDay(planning, arrivals, profiles, demand))
 
         def simulate(a: Arrivals, plan: Plan, policy: Policy, day: Scenario = planning) -> dict:
             outcome, wall = simulate_plan(day, a, plan, policy)

@@ -12,7 +12,8 @@ together, is at least ``tuning.attainment + tuning.margin`` is chosen. The day e
 never looked at.
 
 Trials are per deployment (its own cards, its own failure), so the sum of their costs is an
-upper bound on a joint plan's, which may share cards.
+upper bound on a joint plan's, which may share cards: the caller prices its finalists again,
+all deployments together (``fleet.day.price_jointly``).
 """
 
 from __future__ import annotations
@@ -161,10 +162,9 @@ def choose(
     return best[1]
 
 
-def best_single(trials: list[Trial], types: Iterable[str], attainment: float) -> Choice | None:
-    """Mélange's baseline tuned the same way: per card type its best choice, then the cheapest
-    of those that reach the attainment (failing that, the highest attainment)."""
-    choices = [c for t in types if (c := choose(trials, attainment, {t})) is not None]
-    if not choices:
-        return None
-    return min(choices, key=lambda c: (not c.met, c.gpu_cost if c.met else -c.attainment))
+def single_type_choices(
+    trials: list[Trial], types: Iterable[str], attainment: float
+) -> list[Choice]:
+    """Per card type, its best choice with every deployment on that type (Mélange's baseline
+    tuned the same way as ours); types some deployment cannot run on are left out."""
+    return [c for t in types if (c := choose(trials, attainment, {t})) is not None]

@@ -12,7 +12,7 @@ import pytest
 from devices.catalog import gpu_types
 from domain import TrafficClass
 from fleet.engine import FleetSim, Policy, Settings, SimDeployment, Slot
-from fleet.tune import Trial, best_single, choose, planning_scenarios
+from fleet.tune import Trial, choose, planning_scenarios, single_type_choices
 
 ROOT = Path(__file__).resolve().parents[2]
 A10 = gpu_types()["A10"]
@@ -65,9 +65,10 @@ def test_choose_wants_the_attainment_on_every_planning_day_and_averages_the_cost
     assert choose(TRIALS + second[:3], 0.99) is None
 
 
-def test_best_single_is_the_cheapest_one_type_choice_that_meets_it() -> None:
-    single = best_single(TRIALS, ["A10", "A100", "H100"], 0.99)
-    assert single is not None and single.met
+def test_single_type_choices_keep_every_deployment_on_one_type() -> None:
+    # The A10 has no ETR trial and the A100 no rounds trial: only the H100 carries both.
+    (single,) = single_type_choices(TRIALS, ["A10", "A100", "H100"], 0.99)
+    assert single.met
     assert single.types_of == {"etr": {"H100"}, "rounds": {"H100"}} and single.gpu_cost == 350
 
 
