@@ -334,7 +334,7 @@ def run_day(
             ours_note = best.note() + priced[best.options].note()
         if singles:
             chosen = min(singles, key=lambda c: priced[c.options].rank(wanted))
-            (gpu_type,) = {t for t in chosen.types_of.values() for t in t}
+            (gpu_type,) = {g for types in chosen.types_of.values() for g in types}
             policy = _tuned(base, f"single_{gpu_type}_tuned", chosen.targets)
             single = (gpu_type, priced[chosen.options].plan, policy)
     if "ours" in policies or "serve_default_equal_cost" in policies:
@@ -357,7 +357,7 @@ def run_day(
             run("ffd", plan, base, "whole cards: half cards miss the SLO")
     if "best_single_type" in policies:
         # Every type as the packer plans it for this day at Busy 0.6, and the single type
-        # tuned like ours on the planning day: the cheapest of them that meets the SLO here.
+        # tuned like ours on the planning days: the cheapest of them that meets the SLO here.
         best: PolicyRun | None = None
         for t in scenario.fleet.types:
             try:

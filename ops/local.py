@@ -51,8 +51,9 @@ autoscaling config arrives after it starts never pushes them, and the Busy polic
 #: Ports per protocol for one local cluster's ingress replicas (see ``cluster_port_block``).
 DIRECT_INGRESS_BLOCK = 50
 #: A local cluster's own ports: its ingress replicas' (HTTP, then gRPC), then HAProxy's stats
-#: and metrics ports.
-CLUSTER_BLOCK = 2 * DIRECT_INGRESS_BLOCK + 2
+#: and metrics ports, then the cluster's HTTP, gRPC and Ray metrics ports (``_OWN_PORTS``).
+CLUSTER_BLOCK = 2 * DIRECT_INGRESS_BLOCK + 5
+_OWN_PORTS = 2 * DIRECT_INGRESS_BLOCK + 2  # offset of the HTTP port in the block
 #: Where those blocks are taken from: below Linux's ephemeral ports (32768+, which outgoing
 #: connections take at any moment: a port found free there can be gone when HAProxy binds it)
 #: and Serve's own ranges (30000-31000 HTTP, 40000-41000 gRPC).
@@ -228,15 +229,16 @@ def start(
     from ray.serve.config import gRPCOptions
 
     apply_process_env()
-    ports = iter(free_ports(3))  # distinct, whichever of them are used
-    http_port = http_port or next(ports)
-    grpc_port = grpc_port or next(ports)
-    metrics_port = metrics_port or next(ports)
+    # Every port from the cluster's own block, below the ephemeral range: a port the kernel
+    # called free there was once taken by an outgoing connection before HAProxy bound it.
+    base = cluster_port_block()
+    http_port = http_port or base + _OWN_PORTS
+    grpc_port = grpc_port or base + _OWN_PORTS + 1
+    metrics_port = metrics_port or base + _OWN_PORTS + 2
     env: dict[str, str] = {**AUTOSCALING_ENV, **(extra_env or {})}
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
-        base = cluster_port_block()
         env.update(direct_ingress_env(base))
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
         haproxy_ports = base + 2 * DIRECT_INGRESS_BLOCK, base + 2 * DIRECT_INGRESS_BLOCK + 1

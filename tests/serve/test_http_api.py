@@ -50,6 +50,22 @@ def test_healthz_and_readyz(serve_url):
         assert {"admission", "cache"} <= set(status)
 
 
+def test_the_cluster_s_public_ports_come_from_its_own_block(serve_endpoints):
+    # Below the ephemeral range: a port the kernel called free there was once taken by an
+    # outgoing connection before HAProxy bound it, and the whole session's Serve failed.
+    from urllib.parse import urlsplit
+
+    from ops.local import CLUSTER_PORT_RANGE
+
+    low, high = CLUSTER_PORT_RANGE
+    ports = [
+        urlsplit(serve_endpoints.http).port,
+        int(serve_endpoints.grpc.rsplit(":", 1)[1]),
+        urlsplit(serve_endpoints.metrics).port,
+    ]
+    assert all(low <= port < high for port in ports), ports
+
+
 def test_openapi_docs_are_served(serve_url):
     with httpx.Client(base_url=serve_url, timeout=30) as c:
         spec = c.get("/openapi.json").json()
