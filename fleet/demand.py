@@ -71,12 +71,8 @@ class Arrivals:
     def of(self, deployment: int) -> Arrivals:
         """The requests to one deployment (index into ``deployments``), in arrival order."""
         keep = self.deployment == deployment
-        return Arrivals(
-            self.deployments,
-            *(a[keep] for a in (self.t_s, self.deployment, self.online, self.rows, self.work)),
-            self.kind[keep],
-            self.city[keep],
-        )
+        columns = (self.t_s, self.deployment, self.online, self.rows, self.work, self.kind)
+        return Arrivals(self.deployments, *(c[keep] for c in (*columns, self.city)))
 
 
 KINDS = ("query", "round", "bulk")
