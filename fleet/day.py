@@ -31,7 +31,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -496,16 +496,7 @@ def largest_plan(
 
 
 def _tuned(policy: Policy, name: str, targets: tuple[tuple[str, float], ...]) -> Policy:
-    return Policy(
-        name,
-        router=policy.router,
-        scaler=policy.scaler,
-        classes=policy.classes,
-        admission=policy.admission,
-        target_busy=policy.target_busy,
-        band=policy.band,
-        targets=targets,
-    )
+    return replace(policy, name=name, targets=targets)
 
 
 def _types_note(types_of: dict[str, set[str]]) -> str:
@@ -513,13 +504,8 @@ def _types_note(types_of: dict[str, set[str]]) -> str:
 
 
 def _with(policy: Policy, target_ongoing: float) -> Policy:
-    return Policy(
-        f"serve_default@{target_ongoing:.2f}",
-        router=policy.router,
-        scaler=policy.scaler,
-        classes=policy.classes,
-        admission=policy.admission,
-        target_ongoing=target_ongoing,
+    return replace(
+        policy, name=f"serve_default@{target_ongoing:.2f}", target_ongoing=target_ongoing
     )
 
 

@@ -1,14 +1,14 @@
-"""Card types and Busy targets per deployment, chosen by simulating a planning day.
+"""Card types and Busy targets per deployment, chosen by simulating planning days.
 
 The packer sizes each deployment for its peak with a queueing model, and the autoscaler then
 runs it at one Busy target all day. Neither sees what the day does: a cheap card that meets a
 deployment's SLO all day at one replica while the model asks for six at the peak, a fast card
 billed all night for a burst at noon, arrivals burstier than Poisson that need a cooler target.
 Here the simulator is the planner: every deployment is run alone, for every card type the
-packer finds feasible and every Busy target of the scenario's ``tuning``, over a *planning
-day* (the same cities, each replaying another real MDRP day than it does in the day
-evaluated), and the cheapest combination whose online SLO attainment, all deployments
-together, is at least ``tuning.attainment + tuning.margin`` is chosen. The day evaluated is
+packer finds feasible and every Busy target of the scenario's ``tuning``, over its *planning
+days* (the same cities, each replaying other real MDRP days than in the day evaluated), and
+the cheapest combination whose online SLO attainment, all deployments together, is at least
+``tuning.attainment + tuning.margin`` on every planning day is chosen. The day evaluated is
 never looked at.
 
 Trials are per deployment (its own cards, its own failure), so the sum of their costs is an
