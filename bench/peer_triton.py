@@ -119,6 +119,11 @@ def main() -> None:
         action="store_true",
         help="ours: the Ingress without Serve's per-request access log (logging_config)",
     )
+    ap.add_argument(
+        "--serve-listener",
+        action="store_true",
+        help="ours: every request through Serve's listener (lean_listener off; the before)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     rounds, seconds, levels = args.rounds, args.seconds, args.concurrency
@@ -136,6 +141,7 @@ def main() -> None:
                     backend="numpy",
                     etr_runtime="onnxruntime",
                     cache={"enabled": False, "responses": False},
+                    lean_listener=not args.serve_listener,
                 ),
                 {
                     "Ingress": {

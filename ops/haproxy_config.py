@@ -16,8 +16,15 @@ this module, then the real binary with the same arguments). Two changes:
   the ingress stays the same (classes, deadlines, Retry-After from the queue's drain time);
   HAProxy only keeps the excess from reaching it.
 
+  Each lane backend's server for an Ingress replica that registered a listener of its own
+  (``serve_app.lean_listener``: the same app without Serve's per-request wrapper) points at
+  that listener, its health tracking Serve's server for the same replica; a replica not
+  registered is reached through Serve's listener as before.
+
 The lanes come from ``ORML_HAPROXY_LANES`` (JSON: {"path": capacity, ...}, paths below the
-app's route prefix), set by ``orml serve`` from the app's ``admission`` config.
+app's route prefix; a null capacity routes the path to the replicas' own listeners without
+shedding it at the proxy), set by ``orml serve`` from the app's ``admission`` config; the
+listeners' ports from the directory ``ORML_LEAN_PORTS_DIR`` names.
 """
 
 from __future__ import annotations
@@ -26,8 +33,11 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 from config.secrets import read_env
+from serve_app.lean_listener import PORTS_DIR_ENV, registered_ports
 
 LANES_ENV = "ORML_HAPROXY_LANES"
 REAL_BINARY_ENV = "ORML_HAPROXY_REAL_BINARY"
@@ -36,17 +46,23 @@ QUEUE_MS = 15
 SHED_BODY = '{"detail": "shed: the lane is full (at the proxy)"}'
 
 
-def rewrite(config: str, lanes: dict[str, int], queue_ms: int = QUEUE_MS) -> str:
+def rewrite(
+    config: str,
+    lanes: Mapping[str, int | None],
+    queue_ms: int = QUEUE_MS,
+    lean_ports: Mapping[str, int] | None = None,
+) -> str:
     """``config`` (Serve's HAProxy config) with the stats and metrics binds on loopback and a
-    shedding backend per lane (see module doc). A config without Serve's HTTP app backends is
-    returned with the binds changed only."""
+    shedding backend per lane (see module doc); lean_ports : replica id -> its own listener's
+    port (``serve_app.lean_listener.registered_ports``). A config without Serve's HTTP app
+    backends is returned with the binds changed only."""
     config = _loopback_stats(config)
     for name, body in _app_backends(config):
         shed = []
         for path, capacity in sorted(lanes.items()):
             lane = f"{name}-lane{len(shed)}"
             shed.append((lane, path))
-            config += _lane_backend(lane, body, capacity, queue_ms)
+            config += _lane_backend(lane, body, capacity, queue_ms, name, lean_ports or {})
         config = _route_lanes(config, name, shed)
     return config
 
@@ -80,18 +96,38 @@ def _app_backends(config: str) -> list[tuple[str, list[str]]]:
     return found
 
 
-def _lane_backend(lane: str, body: list[str], capacity: int, queue_ms: int) -> str:
+#: Serve names an ingress replica's server ``SERVE_REPLICA_<app>-<deployment>-<replica id>``.
+_REPLICA_SERVER = re.compile(r"^SERVE_REPLICA_.*-(?P<replica>[^-]+)$")
+
+
+def _lane_backend(
+    lane: str,
+    body: list[str],
+    capacity: int | None,
+    queue_ms: int,
+    backend: str,
+    lean_ports: Mapping[str, int],
+) -> str:
     lines = [f"backend {lane}"]
     for line in body:
         words = line.split()
         if words[:1] == ["server"] and "backup" not in words:
-            line = f"{line} maxconn {capacity}"
+            got = _REPLICA_SERVER.match(words[1])
+            port = lean_ports.get(got.group("replica")) if got else None
+            if port is not None:
+                # The replica's own listener; up and down with Serve's server for it, whose
+                # checks ask Serve's health route.
+                host = words[2].rsplit(":", 1)[0]
+                line = f"    server {words[1]} {host}:{port} no-check track {backend}/{words[1]}"
+            if capacity is not None:
+                line = f"{line} maxconn {capacity}"
         lines.append(line)
-    lines += [
-        f"    timeout queue {queue_ms}ms",
-        f"    http-error status 503 content-type application/json string '{SHED_BODY}' "
-        "hdr Retry-After 1",
-    ]
+    if capacity is not None:
+        lines += [
+            f"    timeout queue {queue_ms}ms",
+            f"    http-error status 503 content-type application/json string '{SHED_BODY}' "
+            "hdr Retry-After 1",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -115,6 +151,11 @@ def _route_prefix(config: str, backend: str) -> str:
     return got.group(1) if got else "/"
 
 
+def _lean_ports() -> dict[str, int]:
+    directory = read_env(PORTS_DIR_ENV)
+    return registered_ports(Path(directory)) if directory else {}
+
+
 def main(argv: list[str]) -> None:
     """The wrapper: rewrite the config named after ``-f``, then run the real HAProxy."""
     lanes = json.loads(read_env(LANES_ENV) or "{}")
@@ -124,7 +165,7 @@ def main(argv: list[str]) -> None:
             with open(path) as f:
                 config = f.read()
             with open(path, "w") as f:
-                f.write(rewrite(config, lanes))
+                f.write(rewrite(config, lanes, lean_ports=_lean_ports()))
     real = read_env(REAL_BINARY_ENV)
     if real is None:
         raise SystemExit(f"{REAL_BINARY_ENV} is not set: the real HAProxy binary is unknown")

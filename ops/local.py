@@ -151,7 +151,7 @@ def haproxy_env(
     workdir: Path,
     stats_port: int,
     metrics_port: int,
-    lanes: Mapping[str, int] | None = None,
+    lanes: Mapping[str, int | None] | None = None,
 ) -> dict[str, str]:
     """Ports and private files for this start's HAProxy (see module doc); its stats page and
     metrics on 127.0.0.1 only, and ``lanes`` (path -> capacity, ``http_routes.
@@ -159,6 +159,7 @@ def haproxy_env(
     from ray.serve._private.haproxy import get_haproxy_binary
 
     from ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV
+    from serve_app.lean_listener import PORTS_DIR_ENV
 
     wrapper = workdir / "haproxy"
     wrapper.write_text(_HAPROXY_WRAPPER.format(python=sys.executable))
@@ -167,6 +168,8 @@ def haproxy_env(
         "RAY_SERVE_HAPROXY_BINARY_PATH": str(wrapper),
         REAL_BINARY_ENV: get_haproxy_binary(),
         LANES_ENV: json.dumps(dict(lanes or {})),
+        # The Ingress replicas register their own listeners here (serve_app.lean_listener).
+        PORTS_DIR_ENV: str(workdir / "lean"),
         "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(workdir / "haproxy.cfg"),
@@ -211,7 +214,7 @@ def start(
     dashboard_port: int | None = None,
     metrics_port: int | None = None,
     grpc_servicers: list[str] | None = None,
-    haproxy_lanes: Mapping[str, int] | None = None,
+    haproxy_lanes: Mapping[str, int | None] | None = None,
     namespace: str = "serve",
     extra_env: Mapping[str, str] | None = None,
 ) -> LocalServe:
@@ -219,7 +222,8 @@ def start(
 
     dashboard_port : None starts no dashboard. grpc_servicers : what the gRPC ingress serves
     (default ``GRPC_SERVICERS``). haproxy_lanes : per POST path, the requests HAProxy lets
-    through to an Ingress replica at once (``http_routes.lane_capacities``; None: no limit).
+    through to an Ingress replica at once (``http_routes.lane_capacities``; None, or a path
+    mapped to None: no limit at the proxy).
     extra_env : more environment for Ray's processes.
     """
     global _haproxy_dir
@@ -242,7 +246,14 @@ def start(
         env.update(direct_ingress_env(base))
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
         haproxy_ports = base + 2 * DIRECT_INGRESS_BLOCK, base + 2 * DIRECT_INGRESS_BLOCK + 1
+        if haproxy_lanes is None:  # no shedding at the proxy; the lanes' own listeners still
+            from serve_app.http_routes import LANE_OF_PATH
+
+            haproxy_lanes = dict.fromkeys(LANE_OF_PATH)
         env.update(haproxy_env(_haproxy_dir, *haproxy_ports, haproxy_lanes))
+        from serve_app.lean_listener import HOST_ENV as LEAN_HOST_ENV
+
+        env[LEAN_HOST_ENV] = http_host
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -37,8 +37,9 @@ from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
 from serve_app.heap_probe import HeapProbe
-from serve_app.http_routes import ENDPOINT_OF_PATH
+from serve_app.http_routes import ENDPOINT_OF_PATH, LANE_OF_PATH
 from serve_app.ingress_metrics import CacheMetrics, stage_histogram
+from serve_app.lean_listener import LeanListener
 from serve_app.local_etr import LocalEtr
 from serve_app.openapi import document_request_bodies
 from serve_app.pipeline import (
@@ -221,7 +222,23 @@ class DispatchIngress(GrpcIngress):
         )
         self._heap = HeapProbe()
         tune_gc()
-        api.state.ingress = self  # last: the direct routes may call it from now on
+        api.state.ingress = self  # the direct routes may call it from now on
+        # Last: once registered, HAProxy may send the lanes' requests to it.
+        self.lean = (
+            LeanListener.start(
+                api,
+                serve.get_replica_context().replica_id.unique_id,
+                LANE_OF_PATH,
+                self.args.admission.default_timeout_s,
+            )
+            if self.args.lean_listener and LeanListener.wanted()
+            else None
+        )
+
+    async def __del__(self) -> None:
+        # Serve calls this once the replica has left HAProxy's config and drained its own.
+        if self.lean is not None:
+            await self.lean.stop()
 
     def _context(self, request: Request, traffic_class: TrafficClass, endpoint: str) -> CallContext:
         return self.call_context(request.headers, traffic_class, endpoint)

@@ -215,6 +215,13 @@ class DispatchAppArgs(BaseModel):
         "batching; `orml models`).",
     )
     improve_routes: bool = Field(True, description="Relocate-improve routes that got orders.")
+    lean_listener: bool = Field(
+        True,
+        description="Each Ingress replica also serves the admission lanes' routes on a "
+        "listener of its own, without Serve's per-request wrapper, where the launcher set "
+        "HAProxy up for it (`orml serve`; serve_app.lean_listener). Off: every request "
+        "through Serve's listener.",
+    )
     offline_solves: OfflineSolveArgs = Field(default_factory=lambda: OfflineSolveArgs())
     readiness_timeout_s: float = Field(
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."

@@ -52,3 +52,33 @@ def test_the_rewritten_config_is_valid_for_the_real_haproxy(config, tmp_path):
         [get_haproxy_binary(), "-c", "-f", str(path)], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_lane_servers_point_at_the_replicas_own_listeners_where_registered(config, tmp_path):
+    from ray.serve._private.haproxy import get_haproxy_binary
+
+    from serve_app.lean_listener import registered_ports
+
+    ports = tmp_path / "lean"
+    ports.mkdir()
+    (ports / "02inp9y5").write_text("24001\n")
+    (ports / "gone1234").write_text("24002\n")  # a replica no longer in the config
+    (ports / "broken").write_text("not a port")
+    assert registered_ports(ports) == {"02inp9y5": 24001, "gone1234": 24002}
+    out = rewrite(config, lane_capacities(AdmissionArgs()), lean_ports=registered_ports(ports))
+    lanes = out.split("\nbackend http-orml-lane")[1:]
+    assert lanes
+    for section in lanes:
+        server = next(s.split() for s in section.splitlines() if "SERVE_REPLICA_" in s)
+        assert server[2] == "127.0.0.1:24001"
+        assert server[3:6] == ["no-check", "track", "http-orml/SERVE_REPLICA_orml-Ingress-02inp9y5"]
+    # Serve's own backend, and gRPC's, are untouched.
+    app = out.split("backend http-orml\n")[1].split("\nbackend ")[0]
+    assert "127.0.0.1:23264 check" in app
+    assert "24001" not in out.split("\nbackend http-orml-lane")[0]
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(out)
+    check = subprocess.run(
+        [get_haproxy_binary(), "-c", "-f", str(path)], capture_output=True, text=True
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
