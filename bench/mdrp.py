@@ -131,12 +131,22 @@ def main() -> None:
     ap.add_argument(
         "--round-budget-ms", type=float, default=None, help="wall-clock budget per round"
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a ReplayPolicy field (JSON value), e.g. --set short_commit_min=5",
+    )
     args = ap.parse_args()
     policy = {
         k: v
         for k, v in (("plans", args.plans), ("round_budget_ms", args.round_budget_ms))
         if v is not None
     }
+    for item in args.set:
+        key, _, value = item.partition("=")
+        policy[key] = json.loads(value)
     args.out.mkdir(parents=True, exist_ok=True)
     folders = pick(args.data, args.quick)
     log(f"replaying {len(folders)} days from {args.data} ({args.jobs} at a time) ...")
