@@ -48,6 +48,9 @@ log = logging.getLogger("orml.serve")
 PORTS_DIR_ENV = "ORML_LEAN_PORTS_DIR"
 #: The address the listeners bind (the HTTP host Serve's own listeners bind).
 HOST_ENV = "ORML_LEAN_HOST"
+#: How long an idle connection is kept open, as Serve's listeners keep theirs: HAProxy reuses
+#: its connections to a server for up to 90 s, and one closed under it costs a retry.
+KEEP_ALIVE_S = 90
 
 
 def registered_ports(directory: Path) -> dict[str, int]:
@@ -71,8 +74,8 @@ def registered_ports(directory: Path) -> dict[str, int]:
 
 
 class LeanListener:
-    """``app`` served on ``sock`` by uvicorn on the running event loop; registered under
-    ``replica_id`` in ``directory``. Build with ``start``."""
+    """An app served by uvicorn on the running event loop, on ``port``, registered at
+    ``entry``. Build with ``start``."""
 
     def __init__(self, server: uvicorn.Server, task: asyncio.Task, entry: Path, port: int) -> None:
         self.server, self.task, self.entry, self.port = server, task, entry, port
@@ -106,6 +109,7 @@ class LeanListener:
             access_log=False,
             log_config=None,
             log_level="warning",
+            timeout_keep_alive=KEEP_ALIVE_S,
             timeout_graceful_shutdown=graceful_s,
         )
         server = _Server(config)
