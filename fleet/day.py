@@ -48,6 +48,7 @@ from fleet.tune import (
     Trial,
     choose,
     planning_scenarios,
+    preference,
     run_trials,
     single_type_choices,
 )
@@ -429,8 +430,7 @@ class Priced:
     attainment: float
 
     def rank(self, wanted: float) -> tuple[bool, float]:
-        met = self.attainment >= wanted
-        return (not met, self.gpu_cost if met else -self.attainment)
+        return preference(self.attainment, self.gpu_cost, wanted)
 
     def note(self) -> str:
         return f"; jointly ${self.gpu_cost:.0f}, worst day {self.attainment:.4f}"

@@ -130,6 +130,13 @@ def run_trials(
     return out
 
 
+def preference(attainment: float, gpu_cost: float, wanted: float) -> tuple[bool, float]:
+    """Sort key of a candidate plan: those reaching ``wanted`` first, the cheapest first;
+    failing that, the highest attainment first."""
+    met = attainment >= wanted
+    return (not met, gpu_cost if met else -attainment)
+
+
 def choose(
     trials: Iterable[Trial], attainment: float, types: set[str] | None = None
 ) -> Choice | None:
@@ -154,10 +161,9 @@ def choose(
             n = sum(t.requests for t in day)
             worst = min(worst, 1.0 - sum(t.missed for t in day) / n if n else 1.0)
             cost += sum(t.gpu_cost for t in day) / len(days)
-        met = worst >= attainment
-        key = (not met, cost if met else -worst)
+        key = preference(worst, cost, attainment)
         if best is None or key < best[0]:
-            best = (key, Choice(tuple(combo), worst, cost, met))
+            best = (key, Choice(tuple(combo), worst, cost, not key[0]))
     assert best is not None
     return best[1]
 

@@ -152,14 +152,16 @@ def haproxy_env(
     stats_port: int,
     metrics_port: int,
     lanes: Mapping[str, int | None] | None = None,
+    http_host: str = "127.0.0.1",
 ) -> dict[str, str]:
     """Ports and private files for this start's HAProxy (see module doc); its stats page and
     metrics on 127.0.0.1 only, and ``lanes`` (path -> capacity, ``http_routes.
-    lane_capacities``) shed in front of the ingress (``ops.haproxy_config``)."""
+    lane_capacities``) shed in front of the ingress (``ops.haproxy_config``), sent to the
+    Ingress replicas' own listeners bound on ``http_host`` (``serve_app.lean_listener``)."""
     from ray.serve._private.haproxy import get_haproxy_binary
 
     from ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV
-    from serve_app.lean_listener import PORTS_DIR_ENV
+    from serve_app.lean_listener import HOST_ENV, PORTS_DIR_ENV
 
     wrapper = workdir / "haproxy"
     wrapper.write_text(_HAPROXY_WRAPPER.format(python=sys.executable))
@@ -168,8 +170,10 @@ def haproxy_env(
         "RAY_SERVE_HAPROXY_BINARY_PATH": str(wrapper),
         REAL_BINARY_ENV: get_haproxy_binary(),
         LANES_ENV: json.dumps(dict(lanes or {})),
-        # The Ingress replicas register their own listeners here (serve_app.lean_listener).
+        # The Ingress replicas register their own listeners here (serve_app.lean_listener),
+        # bound where Serve's listeners are.
         PORTS_DIR_ENV: str(workdir / "lean"),
+        HOST_ENV: http_host,
         "RAY_SERVE_HAPROXY_STATS_PORT": str(stats_port),
         "RAY_SERVE_HAPROXY_METRICS_PORT": str(metrics_port),
         "RAY_SERVE_HAPROXY_CONFIG_FILE_LOC": str(workdir / "haproxy.cfg"),
@@ -250,10 +254,7 @@ def start(
             from serve_app.http_routes import LANE_OF_PATH
 
             haproxy_lanes = dict.fromkeys(LANE_OF_PATH)
-        env.update(haproxy_env(_haproxy_dir, *haproxy_ports, haproxy_lanes))
-        from serve_app.lean_listener import HOST_ENV as LEAN_HOST_ENV
-
-        env[LEAN_HOST_ENV] = http_host
+        env.update(haproxy_env(_haproxy_dir, *haproxy_ports, haproxy_lanes, http_host))
     # Ray's processes inherit the environment of the raylet that ray.init starts; this process
     # keeps its own, so that processes it starts later (a second cluster, `ray start`) do not.
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
