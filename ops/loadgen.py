@@ -23,13 +23,15 @@ from urllib.parse import urlsplit
 @dataclass(frozen=True)
 class Result:
     """One request: sent (s, on this run's clock), latency (s), HTTP status (0: no answer),
-    Retry-After (s, or None), index of the body sent."""
+    Retry-After (s, or None), index of the body sent, and (open loop) how late it left
+    against its schedule (s): a generator short of CPU shows here, sending late in bursts."""
 
     sent_s: float
     latency_s: float
     status: int
     retry_after: float | None
     body: int
+    lag_s: float = 0.0
 
 
 @dataclass
@@ -106,7 +108,7 @@ class Load:
             delay = at - (time.perf_counter() - t0)
             if delay > 0:
                 await asyncio.sleep(delay)
-            task = asyncio.ensure_future(self._timed(requests, k, t0, results))
+            task = asyncio.ensure_future(self._timed(requests, k, t0, results, at))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
             k += 1
@@ -142,12 +144,20 @@ class Load:
         return Run(results, wall, (time.process_time() - cpu0) / wall)
 
     async def _timed(
-        self, requests: Sequence[bytes], k: int, t0: float, results: list[Result]
+        self,
+        requests: Sequence[bytes],
+        k: int,
+        t0: float,
+        results: list[Result],
+        due_s: float | None = None,
     ) -> None:
         sent = time.perf_counter()
         status, retry_after = await self.send(requests[k % len(requests)])
+        lag = 0.0 if due_s is None else max(0.0, sent - t0 - due_s)
         results.append(
-            Result(sent - t0, time.perf_counter() - sent, status, retry_after, k % len(requests))
+            Result(
+                sent - t0, time.perf_counter() - sent, status, retry_after, k % len(requests), lag
+            )
         )
 
 
