@@ -1,9 +1,10 @@
 """When the compiled CPU builds (Numba) of the kernels are used, and how they are loaded.
 
-Two kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
-(``_insertion_costs_jit``) and ``assign`` (``_assign_jit``). Each twin answers bit for bit like
-its loop, so "auto" may pick either without a caller being able to tell; it picks the loop while
-the compiled builds are warming (``warming()``) and the compiled one after.
+Three kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
+(``_insertion_costs_jit``), ``assign`` (``_assign_jit``) and ``schedule``'s loop
+(``_schedule_jit``). Each twin answers bit for bit like its loop, so "auto" may pick either
+without a caller being able to tell; it picks the loop while the compiled builds are warming
+(``warming()``) and the compiled one after.
 
 Why the warming state exists: loading the builds costs a replica ~1.5 s with the GIL held
 (``import numba`` alone 0.3 s), and compiling them 10-20 s on a slow 2-core host. A replacement
@@ -40,9 +41,11 @@ def warm_up() -> None:
     """Compile (or load from Numba's on-disk cache) every compiled build, in this process."""
     from kernels._assign_jit import warm_up as warm_assign
     from kernels._insertion_costs_jit import warm_up as warm_insertion
+    from kernels._schedule_jit import warm_up as warm_schedule
 
     warm_insertion()
     warm_assign()
+    warm_schedule()
 
 
 def warm_up_in_background() -> threading.Thread:

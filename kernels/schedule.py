@@ -3,6 +3,8 @@
 One algorithm for NumPy and CuPy (``xp`` comes from the inputs): a loop over the ``L`` stop slots,
 vectorised over the ``R`` routes. A rider leaves its start at ``start_time``, drives straight
 lines at its speed, waits at a pickup until the food is ready, and spends each stop's service time.
+For NumPy inputs the loop has a compiled twin (``kernels._schedule_jit``, bit-equal), used once
+the compiled builds are loaded (``kernels.compiled``).
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from kernels import compiled
 from kernels.arrays import RouteArrays
 
 
@@ -48,9 +53,29 @@ def travel_time(a_xy: Any, b_xy: Any, speed: Any, xp: Any) -> Any:
     return xp.sqrt(d[..., 0] * d[..., 0] + d[..., 1] * d[..., 1]) / speed
 
 
-def schedule(routes: RouteArrays) -> Schedule:
-    """Simulate every route. Raises ValueError on malformed arrays (see ``RouteArrays.check``)."""
+def schedule(routes: RouteArrays, method: str = "auto") -> Schedule:
+    """Simulate every route. method : "auto" (the compiled loop for NumPy inputs unless it is
+    still loading, see ``kernels.compiled``; else the array loop), "jit" (NumPy only) or
+    "loop" (any ``xp``). Raises ValueError on malformed arrays (see ``RouteArrays.check``) or
+    an unknown method."""
     routes.check()
+    xp = routes.xp
+    if method == "auto":
+        method = "jit" if xp is np and not compiled.warming() else "loop"
+    if method == "loop":
+        return _finish(routes, *_walk(routes))
+    if method != "jit":
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit' or 'loop'")
+    if xp is not np:
+        raise ValueError("method 'jit' runs on NumPy arrays only")
+    from kernels._schedule_jit import walk_jit
+
+    return _finish(routes, *walk_jit(routes))
+
+
+def _walk(routes: RouteArrays) -> tuple[Any, Any, Any, Any]:
+    """The loop over slots, any ``xp``: arrival, departure [R, L], travel [R], the time each
+    route's last stop is left [R]."""
     xp = routes.xp
     n_routes, n_slots = routes.shape
     f32 = xp.float32
@@ -69,7 +94,13 @@ def schedule(routes: RouteArrays) -> Schedule:
         travel = xp.where(active, travel + leg, travel)
         t = xp.where(active, dep, t)
         here = xp.where(active[:, None], routes.stop_xy[:, q], here)
-    used = xp.arange(n_slots)[None, :] < routes.n_stops[:, None]
+    return arrival, departure, travel, t
+
+
+def _finish(routes: RouteArrays, arrival: Any, departure: Any, travel: Any, t: Any) -> Schedule:
+    xp = routes.xp
+    f32 = xp.float32
+    used = xp.arange(routes.shape[1])[None, :] < routes.n_stops[:, None]
     late = xp.where(used, xp.maximum(arrival - routes.stop_due, 0), 0).astype(f32)
     load = (routes.load0[:, None] + xp.cumsum(routes.stop_load, axis=1)).astype(f32)
     load = xp.where(used, load, xp.nan)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from kernels._reference import _route, simulate
-from kernels.schedule import schedule
+from kernels.schedule import Schedule, schedule
 from tests.kernels.cases import random_batch
 
 
@@ -49,3 +50,31 @@ def test_waiting_for_food_delays_departure():
     assert float(got.departure[0, 0]) == 560.0
     assert float(got.duration[0]) == 560.0
     assert bool(got.feasible[0])
+
+
+@given(seed=st.integers(0, 2**31 - 1), n_routes=st.integers(0, 12), n_slots=st.integers(1, 14))
+def test_compiled_loop_is_bit_equal_to_the_array_loop(seed, n_routes, n_slots):
+    """The compiled twin (``kernels._schedule_jit``) answers exactly what the array loop does,
+    NaN padding included, so "auto" may pick either."""
+    routes, _ = random_batch(seed, n_routes, 0, n_slots)
+    loop, jit = schedule(routes, method="loop"), schedule(routes, method="jit")
+    for name in Schedule.__dataclass_fields__:
+        a, b = getattr(loop, name), getattr(jit, name)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        assert np.array_equal(a, b, equal_nan=True), name
+
+
+def test_compiled_loop_on_served_rounds_and_bad_methods():
+    """The same on rounds as the generator makes them, up to 1000 riders; an unknown method is
+    refused."""
+    from planner import generate_round
+    from planner.dispatch_round import round_arrays
+
+    for seed, (riders, orders) in enumerate([(100, 20), (1000, 300), (1, 0), (0, 3)]):
+        _, arrays = round_arrays(generate_round(riders, orders, seed=seed))
+        loop, jit = schedule(arrays.routes, method="loop"), schedule(arrays.routes, method="jit")
+        for name in Schedule.__dataclass_fields__:
+            assert np.array_equal(getattr(loop, name), getattr(jit, name), equal_nan=True), name
+    routes, _ = random_batch(0, 2, 0, 3)
+    with pytest.raises(ValueError, match="unknown method"):
+        schedule(routes, method="fast")
