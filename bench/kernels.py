@@ -1,10 +1,12 @@
-"""Benchmark the OR kernels: insertion evaluations per second and full-round latency.
+"""Benchmark the OR kernels: insertion evaluations per second, ``schedule``, full-round latency.
 
 One evaluation = one (rider, order, pickup position, drop-off position) placement priced.
 CPU methods measured in the same run: the compiled twin of the CUDA kernel (``jit``, the CPU
 default) and the NumPy array loop (``loop``); baselines: the plain-Python reference (on a random
 sample of pairs, since it prices ~10^4 placements a second; its rate is per placement, so
-sampling is fair), and both CPU methods for CuPy when a GPU is present.
+sampling is fair), and both CPU methods for CuPy when a GPU is present. ``schedule`` (route
+simulation, six calls in a served round's solve) the same way: its compiled loop against the
+array loop, on rounds as the generator makes them.
 
     python bench/kernels.py [--quick] [--json PATH] [--out DIR]
 
@@ -29,6 +31,7 @@ from common import log, parser, write_csv
 from kernels._reference import reference_insertion_costs
 from kernels.backend import cupy_available
 from kernels.insertion_costs import insertion_costs
+from kernels.schedule import schedule
 from planner import dispatch_round, generate_round, pack_round
 
 LATE_WEIGHT = 4.0
@@ -97,6 +100,22 @@ def bench_size(n_riders: int, n_orders: int, repeats: int, ref_pairs: int, log) 
     return row
 
 
+def bench_schedule(n_riders: int, n_orders: int, repeats: int, log) -> dict:
+    """``schedule`` of a generated round's routes: the compiled loop against the array loop."""
+    routes = pack_round(generate_round(n_riders, n_orders, seed=11)).routes
+    row: dict = {"size": f"{n_riders}x{n_orders}", "stops": int(routes.n_stops.sum())}
+    calls = max(5, 20_000 // max(n_riders, 1))  # a call is ~0.1-5 ms: time a batch of them
+    for method in ("jit", "loop"):
+        schedule(routes, method=method)
+        t = statistics.median(
+            time_it(lambda m=method: [schedule(routes, method=m) for _ in range(calls)], repeats)
+        )
+        row[f"{method}_ms"] = t / calls * 1e3
+    row["jit_vs_loop"] = row["loop_ms"] / row["jit_ms"]
+    log(f"  schedule {row['size']}: jit {row['jit_ms']:.3f} ms, loop {row['loop_ms']:.3f} ms")
+    return row
+
+
 def bench_round(n_riders: int, n_orders: int, repeats: int, log) -> list[dict]:
     round_ = generate_round(n_riders, n_orders, seed=11, route_stops=(0, 12))
     rows = []
@@ -161,6 +180,13 @@ def main() -> None:
     repeats = 3 if args.quick else 7
     log(f"insertion_costs, {len(sizes)} sizes:")
     rows = [bench_size(r, o, repeats, 200 if args.quick else 400, log) for r, o in sizes]
+    log("schedule:")
+    schedule_rows = [
+        bench_schedule(r, o, repeats, log)
+        for r, o in (
+            [(100, 20), (1000, 300)] if args.quick else [(100, 20), (1000, 300), (5000, 2000)]
+        )
+    ]
     log("dispatch_round 1000x300:")
     round_rows = bench_round(1000, 300, 5 if args.quick else 11, log)
 
@@ -183,6 +209,13 @@ def main() -> None:
                 f" {r['cupy_s'] * 1000:>8.2f} {r['cupy_vs_jit']:>7.1f}x {r['cupy_vs_loop']:>8.1f}x"
             )
         print(line)
+    print("\nschedule (median ms per call)")
+    print(f"{'size':>10} {'stops':>7} {'jit ms':>8} {'loop ms':>8} {'jit/loop':>8}")
+    for r in schedule_rows:
+        print(
+            f"{r['size']:>10} {r['stops']:>7} {r['jit_ms']:>8.3f} {r['loop_ms']:>8.3f} "
+            f"{r['jit_vs_loop']:>7.1f}x"
+        )
     print("\ndispatch_round, CPU (NumPy backend), all pairs (median ms per stage)")
     keys = [k for k in round_rows[0] if k.endswith("_ms")]
     print(f"{'round':>9} {'improve':>7} " + " ".join(f"{k:>12}" for k in keys))
@@ -200,7 +233,10 @@ def main() -> None:
     }
     if args.json:
         args.json.write_text(
-            json.dumps({"meta": meta, "insertion": rows, "round": round_rows}, indent=2)
+            json.dumps(
+                {"meta": meta, "insertion": rows, "schedule": schedule_rows, "round": round_rows},
+                indent=2,
+            )
         )
     log(f"wrote {args.out / 'kernels.csv'} and {args.out / 'kernels.png'}")
 
