@@ -94,10 +94,10 @@ def replicas_niceness() -> int:
 def poisson_run_at(nice: int, *args: Any) -> tuple[list[Answer], float]:
     """``poisson_run`` in a process of its own at niceness ``nice``. The generator stands for
     clients on other machines, but here it shares the server's two cores: at nice 0 it takes
-    the CPU from replicas at nice 15 (a weight of 1024 against 36) whenever both want it, at
-    their niceness it takes a third of what they want, and either way its own work is
-    measured as the server's overload. At 19 (a weight of 15) it runs on what the server
-    leaves; the send lag says whether that kept it on schedule."""
+    the CPU from replicas at nice 15 (a weight of 1024 against 36) whenever both want it; at
+    their niceness it competes with them as an equal; either way its work is measured as the
+    server's overload. At 19 (a weight of 15) it runs on what the server leaves; the send lag
+    says whether that kept it on schedule."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
