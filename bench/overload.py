@@ -295,10 +295,10 @@ def main() -> None:
         for row in rows:
             row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
             log(f"  {row['run']}: {row}")
+        replicas = args.generator_nice == "replicas"
+        nice = replicas_niceness() if replicas else int(args.generator_nice)
         for k in multiples:
             rate = k * peak
-            replicas = args.generator_nice == "replicas"
-            nice = replicas_niceness() if replicas else int(args.generator_nice)
             if args.generator == "wrk":
                 row = wrk_row(f"{k}x", url, body_path, rate, seconds, k, args.out, nice)
                 row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)

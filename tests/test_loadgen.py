@@ -38,21 +38,30 @@ async def _serve(counter: list[int]) -> asyncio.Server:
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
 
-def test_open_loop_sends_the_schedule_and_reads_every_answer():
+def _against_server(path: str, max_connections: int, load) -> tuple:
+    """``load(generator, url)`` (a coroutine) against a fresh ``_serve``: its result and how
+    many requests the server read."""
+
     async def go():
         counter = [0]
         server = await _serve(counter)
-        port = server.sockets[0].getsockname()[1]
-        url = f"http://127.0.0.1:{port}/v1/dispatch"
-        gen = HttpLoad(url, max_connections=64, timeout_s=5)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}{path}"
+        gen = HttpLoad(url, max_connections=max_connections, timeout_s=5)
         try:
-            run = await gen.open_loop([encode_request(url, b"x" * 1000)], 200.0, 1.0, seed=7)
+            return await load(gen, url), counter[0]
         finally:
             await gen.close()
             server.close()
-        return run, counter[0]
 
-    run, served = asyncio.run(go())
+    return asyncio.run(go())
+
+
+def test_open_loop_sends_the_schedule_and_reads_every_answer():
+    run, served = _against_server(
+        "/v1/dispatch",
+        64,
+        lambda gen, url: gen.open_loop([encode_request(url, b"x" * 1000)], 200.0, 1.0, seed=7),
+    )
     # The arrivals are Poisson from the seed: exactly those sent, each answered.
     rng, at, scheduled = random.Random(7), 0.0, 0
     while at < 1.0:
@@ -69,18 +78,8 @@ def test_open_loop_sends_the_schedule_and_reads_every_answer():
 
 
 def test_closed_loop_keeps_its_workers_busy():
-    async def go():
-        counter = [0]
-        server = await _serve(counter)
-        port = server.sockets[0].getsockname()[1]
-        url = f"http://127.0.0.1:{port}/"
-        gen = HttpLoad(url, max_connections=8, timeout_s=5)
-        try:
-            return await gen.closed_loop([encode_request(url, b"{}")], 4, 0.3)
-        finally:
-            await gen.close()
-            server.close()
-
-    run = asyncio.run(go())
+    run, _ = _against_server(
+        "/", 8, lambda gen, url: gen.closed_loop([encode_request(url, b"{}")], 4, 0.3)
+    )
     assert run.count(200) > 0 and run.count(503) > 0
     assert all(r.lag_s == 0.0 for r in run.results)  # no schedule to be late against
