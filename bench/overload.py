@@ -2,7 +2,7 @@
 
     python bench/overload.py [--quick] [--seconds 10] [--generator poisson|wrk|hey]
                              [--generator-nice replicas|19|0] [--no-proxy-shedding]
-                             [--json PATH] [--out DIR]
+                             [--proxy-serve-defaults] [--json PATH] [--out DIR]
 
 Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-core box) and
 offers 100-rider x 20-order dispatch rounds: first closed-loop with ``hey`` (native) at
@@ -18,8 +18,9 @@ capacity x Q whatever the server could do (measured: 12 x Q at every C and Q tri
 
 Per rate: goodput (200s/s, and as a share of the peak), the rate sent and the send lag, the
 answers by status, the shed answers' p50/p99 (ms), the served rounds' p50/p99, all answers'
-p50/p99, and whether every 503 carries Retry-After. Writes DIR/overload.csv, DIR/overload.png
-and (--json) every run.
+p50/p99, the edge's CPU (HAProxy and Serve's proxy actor, which parses HAProxy's log: cores,
+and microseconds per answer), and whether every 503 carries Retry-After. Writes
+DIR/overload.csv, DIR/overload.png and (--json) every run.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import numpy as np
 from common import log, parser, run_hey, write_csv
 
 from ops import local
+from ops.haproxy_config import SERVE_DEFAULTS_ENV
 from ops.loadgen import HttpLoad, encode_request
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
@@ -192,6 +194,32 @@ def wrk_row(
     }
 
 
+def edge_cpu_s() -> float:
+    """CPU seconds so far of the edge: every HAProxy process and Serve's proxy actor (which
+    parses HAProxy's per-request log lines)."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        name, cmd = proc.info["name"] or "", " ".join(proc.info["cmdline"] or ())
+        if "haproxy" in name or "ProxyActor" in name or "ProxyActor" in cmd:
+            try:
+                cpu = proc.cpu_times()
+            except psutil.Error:
+                continue
+            total += cpu.user + cpu.system
+    return total
+
+
+def with_edge_cpu(row: dict, edge_since_s: float, seconds: float) -> dict:
+    """``row`` with the edge's CPU since ``edge_since_s`` (``edge_cpu_s``): its share of a
+    core over the step and microseconds per answer."""
+    edge = edge_cpu_s() - edge_since_s
+    row["edge_cpu_share"] = round(edge / seconds, 2)
+    row["edge_us_per_answer"] = round(edge * 1e6 / max(row["answered"], 1))
+    return row
+
+
 def retry_after_on_every_503(url: str, body: bytes, n: int) -> bool:
     """Send ``n`` requests at once; every 503 among the answers names Retry-After."""
     import asyncio
@@ -267,7 +295,16 @@ def main() -> None:
         action="store_true",
         help="the baseline: HAProxy lets every request through; only the ingress sheds",
     )
+    ap.add_argument(
+        "--proxy-serve-defaults",
+        action="store_true",
+        help="HAProxy as Serve starts it: four threads, 16 KiB buffers (a shed closes its "
+        "connection), a log line per shed, Ray's niceness (before 2026-11-25; "
+        "ops.haproxy_config)",
+    )
     args = ap.parse_args()
+    if args.proxy_serve_defaults:  # read by the HAProxy wrapper Ray's workers run, and Serve
+        os.environ.update({SERVE_DEFAULTS_ENV: "1", "RAY_SERVE_HAPROXY_NBTHREAD": "4"})
     args.out.mkdir(parents=True, exist_ok=True)
     seconds = 5.0 if args.quick else args.seconds
     multiples = (3, 10) if args.quick else MULTIPLES
@@ -283,12 +320,16 @@ def main() -> None:
         local.wait_ready(ep.http)
         url = f"{ep.http}/v1/dispatch"
         hey_csv(url, body_path, ["-z", "3s", "-c", "4"])  # warm
+        edge = edge_cpu_s()
         peak_run = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", "4"])
-        rows.append(summarize("closed loop, c=4", float("nan"), seconds, peak_run))
+        row = summarize("closed loop, c=4", float("nan"), seconds, peak_run)
+        rows.append(with_edge_cpu(row, edge, seconds))
         # The lane full but nothing shed: what holding max_queued requests costs by itself.
         capacity = lane_capacities(app_args.admission)["/v1/dispatch"]
+        edge = edge_cpu_s()
         full = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", str(capacity)])
-        rows.append(summarize(f"closed loop, c={capacity} (lane full)", math.nan, seconds, full))
+        row = summarize(f"closed loop, c={capacity} (lane full)", math.nan, seconds, full)
+        rows.append(with_edge_cpu(row, edge, seconds))
         # The peak is the better of the two: goodput under overload is held to the most the
         # app answered without shedding, not to the lower of two noisy figures.
         peak = max(rows, key=lambda r: r["goodput_per_s"])["goodput_per_s"]
@@ -299,8 +340,10 @@ def main() -> None:
         nice = replicas_niceness() if replicas else int(args.generator_nice)
         for k in multiples:
             rate = k * peak
+            edge = edge_cpu_s()
             if args.generator == "wrk":
                 row = wrk_row(f"{k}x", url, body_path, rate, seconds, k, args.out, nice)
+                with_edge_cpu(row, edge, seconds)
                 row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
                 rows.append(row)
                 log(f"  {k}x ({rate:.0f}/s offered, wrk): {row}")
@@ -316,7 +359,7 @@ def main() -> None:
                 )
             else:
                 got = poisson_run_at(nice, ep.http, url, body, rate, seconds, k)
-            row = summarize(f"{k}x", rate, seconds, got)
+            row = with_edge_cpu(summarize(f"{k}x", rate, seconds, got), edge, seconds)
             row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
             rows.append(row)
             log(f"  {k}x ({rate:.0f}/s offered, {args.generator}): {row}")
@@ -324,20 +367,22 @@ def main() -> None:
     write_csv(args.out / "overload.csv", rows)
     print(
         "| offered | sent/s (send lag p99 ms) | rounds/s answered 200 | of peak | 503 | other | "
-        "shed p50 / p99 ms | served p50 / p99 ms | all p50 / p99 ms | generator CPU |"
+        "shed p50 / p99 ms | served p50 / p99 ms | all p50 / p99 ms | generator CPU | "
+        "edge CPU (us/answer) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['run']} ({r['offered_per_s']}/s) | {r['sent_per_s']} ({r['send_lag_p99_ms']}) "
             f"| {r['goodput_per_s']} | {r['goodput_of_peak']} | {r['shed_503']} | {r['other']} | "
             f"{r['shed_p50_ms']} / {r['shed_p99_ms']} | {r['served_p50_ms']} / "
             f"{r['served_p99_ms']} | {r['all_p50_ms']} / {r['all_p99_ms']} | "
-            f"{r['generator_cpu_share']} |"
+            f"{r['generator_cpu_share']} | {r['edge_cpu_share']} ({r['edge_us_per_answer']}) |"
         )
     print(f"\nevery 503 carries Retry-After (200 requests at once): {retry_after}")
     if args.generator != "hey":
         print(f"overload steps' generator: {args.generator} at niceness {args.generator_nice}")
+    print("HAProxy: " + ("Serve's defaults" if args.proxy_serve_defaults else "ops.haproxy_config"))
     plot(rows, args.out / "overload.png")
     if args.json:
         args.json.write_text(

@@ -2,7 +2,7 @@
 
 Serve's throughput mode starts HAProxy with a config it generates (``RAY_SERVE_HAPROXY_
 BINARY_PATH`` names the program to run: ``local.haproxy_env`` points it at a wrapper that runs
-this module, then the real binary with the same arguments). Two changes:
+this module, then the real binary with the same arguments). Three changes:
 
 * **Loopback only for the stats page and the metrics exporter** (Ray binds them to every
   interface; only their ports are configurable).
@@ -20,6 +20,18 @@ this module, then the real binary with the same arguments). Two changes:
   (``serve_app.lean_listener``: the same app without Serve's per-request wrapper) points at
   that listener, its health tracking Serve's server for the same replica; a replica not
   registered is reached through Serve's listener as before.
+* **A shed that costs little.** Refusing ~800 dispatch bodies of 150 KB a second at 10x the
+  peak took as much CPU on a two-core box as the rounds it then could not serve
+  (docs/benchmarks.md, "Overload shed before Python"). So a lane reads a request's body whole
+  (``option http-buffer-request``, buffers of ``BUFFER_BYTES``) before it queues it: a shed
+  request has then been read, and its 503 keeps the connection open, where HAProxy must close
+  one whose unread body is still arriving (the client then pays a new connection per shed).
+  The proxy's own 503s carry ``X-Shed: proxy`` and are not logged line by line: Serve's
+  collector parses every log line in Python; HAProxy's exporter still counts them (the lane
+  backends' 5xx). HAProxy runs one thread per two cores (``proxy_threads``; Serve asks for
+  four): on a small box its threads otherwise take the cores the replicas need; and, where it
+  may, a few niceness steps above the replicas (``PRIORITY_ABOVE_REPLICAS``), so that the
+  one thread answers its sheds on time while the replicas compute.
 
 The lanes come from ``ORML_HAPROXY_LANES`` (JSON: {"path": capacity, ...}, paths below the
 app's route prefix; a null capacity routes the path to the replicas' own listeners without
@@ -29,6 +41,7 @@ listeners' ports from the directory ``ORML_LEAN_PORTS_DIR`` names.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -44,6 +57,18 @@ REAL_BINARY_ENV = "ORML_HAPROXY_REAL_BINARY"
 #: How long a request past a lane's capacity waits in HAProxy's queue for a slot, then 503.
 QUEUE_MS = 15
 SHED_BODY = '{"detail": "shed: the lane is full (at the proxy)"}'
+#: HAProxy's buffer size: a lane request's body up to this size is read whole before it is
+#: queued (a 100 x 20 dispatch round is ~150 KB; larger ones stream as before). Memory: about
+#: two buffers per connection with a request in flight.
+BUFFER_BYTES = 256 * 1024
+#: Niceness steps HAProxy runs above the process that starts it (Ray's workers, nice 15): a
+#: single proxy thread that waits behind a replica's compute holds every shed answer with it
+#: (shed p99 past 50 ms in 5 of 18 overload steps at the replicas' niceness, none of 6 above).
+PRIORITY_ABOVE_REPLICAS = 5
+#: ``ORML_HAPROXY_SERVE_DEFAULTS=1`` keeps Serve's buffers, a log line per shed and Ray's
+#: niceness (with ``RAY_SERVE_HAPROXY_NBTHREAD=4``, Serve's threads: ``bench/overload.py
+#: --proxy-serve-defaults``).
+SERVE_DEFAULTS_ENV = "ORML_HAPROXY_SERVE_DEFAULTS"
 
 
 def rewrite(
@@ -51,20 +76,40 @@ def rewrite(
     lanes: Mapping[str, int | None],
     queue_ms: int = QUEUE_MS,
     lean_ports: Mapping[str, int] | None = None,
+    cheap_sheds: bool = True,
 ) -> str:
     """``config`` (Serve's HAProxy config) with the stats and metrics binds on loopback and a
     shedding backend per lane (see module doc); lean_ports : replica id -> its own listener's
-    port (``serve_app.lean_listener.registered_ports``). A config without Serve's HTTP app
-    backends is returned with the binds changed only."""
+    port (``serve_app.lean_listener.registered_ports``); cheap_sheds : lanes read bodies up
+    to BUFFER_BYTES whole and do not log their sheds (False: Serve's buffers, a log line per
+    shed). A config without Serve's HTTP app backends is returned with the binds and the
+    buffer size changed only."""
     config = _loopback_stats(config)
+    if cheap_sheds:
+        config = _buffers_at_least(config, BUFFER_BYTES)
     for name, body in _app_backends(config):
         shed = []
         for path, capacity in sorted(lanes.items()):
             lane = f"{name}-lane{len(shed)}"
             shed.append((lane, path))
-            config += _lane_backend(lane, body, capacity, queue_ms, name, lean_ports or {})
+            config += _lane_backend(
+                lane, body, capacity, queue_ms, name, lean_ports or {}, cheap_sheds
+            )
         config = _route_lanes(config, name, shed)
     return config
+
+
+def proxy_threads(cores: int) -> int:
+    """HAProxy's threads (``RAY_SERVE_HAPROXY_NBTHREAD``, set by ``local.haproxy_env``) on a
+    machine with ``cores`` usable cores: one per two, at least one."""
+    return max(1, cores // 2)
+
+
+def _buffers_at_least(config: str, size: int) -> str:
+    def at_least(got: re.Match[str]) -> str:
+        return f"{got.group(1)}tune.bufsize {max(int(got.group(2)), size)}"
+
+    return re.sub(r"(?m)^(\s*)tune\.bufsize\s+(\d+)\s*$", at_least, config)
 
 
 def _loopback_stats(config: str) -> str:
@@ -107,6 +152,7 @@ def _lane_backend(
     queue_ms: int,
     backend: str,
     lean_ports: Mapping[str, int],
+    cheap_sheds: bool,
 ) -> str:
     lines = [f"backend {lane}"]
     for line in body:
@@ -122,11 +168,17 @@ def _lane_backend(
             if capacity is not None:
                 line = f"{line} maxconn {capacity}"
         lines.append(line)
-    if capacity is not None:
+    if capacity is None:
+        return "\n".join(lines) + "\n"
+    lines += [
+        f"    timeout queue {queue_ms}ms",
+        f"    http-error status 503 content-type application/json string '{SHED_BODY}' "
+        "hdr Retry-After 1 hdr X-Shed proxy",
+    ]
+    if cheap_sheds:
         lines += [
-            f"    timeout queue {queue_ms}ms",
-            f"    http-error status 503 content-type application/json string '{SHED_BODY}' "
-            "hdr Retry-After 1",
+            "    option http-buffer-request",
+            "    http-after-response set-log-level silent if { res.hdr(x-shed) -m found }",
         ]
     return "\n".join(lines) + "\n"
 
@@ -159,16 +211,20 @@ def _lean_ports() -> dict[str, int]:
 def main(argv: list[str]) -> None:
     """The wrapper: rewrite the config named after ``-f``, then run the real HAProxy."""
     lanes = json.loads(read_env(LANES_ENV) or "{}")
+    cheap = read_env(SERVE_DEFAULTS_ENV) != "1"
     if "-f" in argv:
         path = argv[argv.index("-f") + 1]
         if os.path.isfile(path):
             with open(path) as f:
                 config = f.read()
             with open(path, "w") as f:
-                f.write(rewrite(config, lanes, lean_ports=_lean_ports()))
+                f.write(rewrite(config, lanes, lean_ports=_lean_ports(), cheap_sheds=cheap))
     real = read_env(REAL_BINARY_ENV)
     if real is None:
         raise SystemExit(f"{REAL_BINARY_ENV} is not set: the real HAProxy binary is unknown")
+    if cheap:
+        with contextlib.suppress(PermissionError):  # raising a priority takes CAP_SYS_NICE
+            os.nice(-PRIORITY_ABOVE_REPLICAS)
     os.execv(real, [real, *argv])
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.secrets import read_env
+
 log = logging.getLogger("orml.serve")
 
 THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
@@ -160,7 +162,7 @@ def haproxy_env(
     Ingress replicas' own listeners bound on ``http_host`` (``serve_app.lean_listener``)."""
     from ray.serve._private.haproxy import get_haproxy_binary
 
-    from ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV
+    from ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV, proxy_threads
     from serve_app.lean_listener import HOST_ENV, PORTS_DIR_ENV
 
     wrapper = workdir / "haproxy"
@@ -180,6 +182,9 @@ def haproxy_env(
         "RAY_SERVE_HAPROXY_SOCKET_PATH": str(workdir / "admin.sock"),
         "RAY_SERVE_HAPROXY_SERVER_STATE_BASE": str(workdir),
         "RAY_SERVE_HAPROXY_SERVER_STATE_FILE": str(workdir / "server-state"),
+        # An operator's own setting stands.
+        "RAY_SERVE_HAPROXY_NBTHREAD": read_env("RAY_SERVE_HAPROXY_NBTHREAD")
+        or str(proxy_threads(len(os.sched_getaffinity(0)))),
     }
 
 

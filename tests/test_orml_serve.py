@@ -91,6 +91,9 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
         proxy_shed = [r for r in answers if r.status_code == 503 and "at the proxy" in r.text]
         assert {r.status_code for r in answers} <= {200, 503}
         assert proxy_shed and all(r.headers.get("retry-after") == "1" for r in proxy_shed)
+        # The proxy read each shed body whole first, so its 503 leaves the connection open.
+        assert all(r.headers.get("x-shed") == "proxy" for r in proxy_shed)
+        assert not [r for r in proxy_shed if r.headers.get("connection") == "close"]
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0
     finally:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.haproxy_config import QUEUE_MS, rewrite
+from ops.haproxy_config import BUFFER_BYTES, QUEUE_MS, proxy_threads, rewrite
 from serve_app.config import AdmissionArgs
 from serve_app.http_routes import lane_capacities
 
@@ -41,6 +41,30 @@ def test_each_lane_gets_a_backend_capped_at_its_capacity_before_the_apps_rule(co
         primary = [s for s in servers if "backup" not in s]
         assert primary and all(s.endswith(f"maxconn {capacity}") for s in primary)
         assert f"timeout queue {QUEUE_MS}ms" in section and "Retry-After 1" in section
+
+
+def test_lanes_read_bodies_whole_and_do_not_log_their_own_sheds(config):
+    lanes = lane_capacities(AdmissionArgs())
+    out = rewrite(config, lanes)
+    assert f"    tune.bufsize {BUFFER_BYTES}\n" in out
+    for k, (_, capacity) in enumerate(sorted(lanes.items())):
+        section = out.split(f"backend http-orml-lane{k}\n")[1].split("\nbackend ")[0]
+        shedding = capacity is not None
+        assert ("option http-buffer-request" in section) == shedding
+        assert ("set-log-level silent if { res.hdr(x-shed) -m found }" in section) == shedding
+        assert ("hdr X-Shed proxy" in section) == shedding
+    # Only the shedding lanes: Serve's own backends log and stream as Serve configured them.
+    shedding_lanes = sum(capacity is not None for capacity in lanes.values())
+    assert out.count("http-buffer-request") == shedding_lanes
+    assert out.count("res.hdr(x-shed)") == shedding_lanes
+    # As Serve configured it, for comparison (bench/overload.py --proxy-serve-defaults).
+    before = rewrite(config, lanes, cheap_sheds=False)
+    assert "    tune.bufsize 16384\n" in before
+    assert "http-buffer-request" not in before and "set-log-level silent if { res" not in before
+
+
+def test_proxy_threads_leave_the_replicas_their_cores():
+    assert [proxy_threads(n) for n in (1, 2, 3, 8, 64)] == [1, 1, 1, 4, 32]
 
 
 def test_the_rewritten_config_is_valid_for_the_real_haproxy(config, tmp_path):
