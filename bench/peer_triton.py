@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,32 +59,44 @@ def triton_python() -> Path:
     return python
 
 
-def start_triton(ports: list[int]) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            str(triton_python()),
-            str(ROOT / "bench/triton_etr_server.py"),
-            "--model",
-            str(ROOT / "models/etr/1/model.onnx"),
-            "--http-port",
-            str(ports[0]),
-            "--grpc-port",
-            str(ports[1]),
-            "--metrics-port",
-            str(ports[2]),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
+def start_triton(ports: list[int], log_path: Path) -> subprocess.Popen:
+    """The Triton peer on ``ports`` (HTTP, gRPC, metrics), once Triton says it is ready
+    (``/v2/health/ready``); its output goes to ``log_path``. RuntimeError if it exits or is
+    not ready within 180 s."""
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(
+            [
+                str(triton_python()),
+                str(ROOT / "bench/triton_etr_server.py"),
+                "--model",
+                str(ROOT / "models/etr/1/model.onnx"),
+                "--http-port",
+                str(ports[0]),
+                "--grpc-port",
+                str(ports[1]),
+                "--metrics-port",
+                str(ports[2]),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    # Asked over HTTP, not read from its output: Triton's own log lines can share a line with
+    # the server script's, and a pipe nobody drains would stall it.
     deadline = time.monotonic() + 180
-    for line in proc.stdout:  # type: ignore[union-attr]
-        if line.strip() == "ready":
-            return proc
-        if time.monotonic() > deadline or proc.poll() is not None:
-            break
-    raise RuntimeError("Triton did not start")
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{ports[0]}/v2/health/ready", timeout=2
+            ) as got:
+                if got.status == 200:
+                    return proc
+        except OSError:
+            pass
+        time.sleep(0.5)
+    if proc.poll() is None:
+        os.killpg(proc.pid, 15)
+    raise RuntimeError(f"Triton did not start (its log: {log_path})")
 
 
 def hey(url: str, body: bytes, concurrency: int, seconds: float) -> dict:
@@ -129,7 +142,7 @@ def main() -> None:
     rounds, seconds, levels = args.rounds, args.seconds, args.concurrency
     if args.quick:
         rounds, seconds, levels = 1, 4.0, [1, 32]
-    triton = start_triton(local.free_ports(3))
+    triton = start_triton(local.free_ports(3), args.out / "triton.log")
     runs: list[dict] = []
     try:
         with local.local_serve(num_cpus=4, namespace="bench-peer") as ep:
