@@ -32,13 +32,16 @@ What a decision becomes is ``ReplayPolicy``'s, and only what must be final now i
   wider or narrower candidate sets), stopping at ``round_budget_ms``; the plan whose
   schedule costs least on MDRP's own clock (``_plan_cost``) is executed. One dispatch call
   per variant: each plan is the dispatch's, the choice between them the replay's.
-* **Bundle one restaurant's orders.** A committed order takes along open orders of its
-  restaurant whose food is ready by the pickup (plus ``bundle_wait_min``) and that the round
-  did not plan for another courier, as long as every order in the bundle still arrives within
-  the target click-to-door. When couriers are short (more open orders than free couriers) a
-  bundle also takes orders planned for others, and may delay its orders by up to
-  ``bundle_delay_min`` each: a mate served now beats one waiting for a courier. Drop-offs
-  nearest first.
+* **Bundle one restaurant's orders when it pays.** A committed order takes along open orders
+  of its restaurant whose food is ready by the pickup (plus ``bundle_wait_min``), one at a time,
+  while the bundle gains: a mate joins when the minutes it gains (its drop-off in the bundle
+  against its drop-off in the round's plan: the courier the plan gave it, or, unplanned, the
+  earliest still possible plus ``UNPLANNED_MIN``), plus ``courier_worth_min`` when the round's
+  plan leaves some order late (the courier the mate no longer needs is worth that much), exceed
+  the minutes it adds to the bundle's orders, none of which it may delay by more than
+  ``bundle_delay_min``. Drop-offs nearest first. (The rule before took mates whenever couriers
+  were short by a count of open orders against free couriers, which was true through most of
+  a busy lunch on days with couriers to spare: docs/mdrp.md.)
 * **Shifts.** No pickup after a courier's off time: a courier is offered only while
   ``shift_margin_min`` is left, and one whose pickup would fall after its off time is left
   out and the round planned again without it.
@@ -91,7 +94,9 @@ class ReplayPolicy:
     """round_min : minutes between rounds; late_weight : minutes of driving one minute of
     added click-to-door is worth; max_bundle : orders per bundle (and planned per courier), at
     most; bundle_wait_min : how long past the planned pickup a mate's food may be ready;
-    bundle_delay_min : with couriers short, how much a mate may delay each order of a bundle;
+    bundle_delay_min : how much a mate may delay each order of a bundle, at most;
+    courier_worth_min : what a courier a bundle frees is worth, in minutes of click-to-door,
+    in a round whose plan leaves some order late (see the module docstring);
     shift_margin_min : a courier is offered only with this long left before its off time;
     lookahead_min : a courier coming on shift this soon is offered already (it can be held
     for); candidate_riders : each order priced against its nearest K couriers (None: all);
@@ -113,6 +118,7 @@ class ReplayPolicy:
     candidate_riders: int | None = 48
     rebase_promise: bool = True
     bundle_delay_min: float = 10.0
+    courier_worth_min: float = 7.0
     reposition_min: int = 20
     demand_window_min: int = 60
     short_commit_min: int = 3
@@ -204,6 +210,8 @@ class DaySimulator:
         self._short = False  # this round has more open orders than free couriers
         self._placed: list[MdrpOrder] = []  # orders seen so far, by placement time
         self._planned: set[str] = set()  # couriers this round's plan holds an order for
+        self._drop_in_plan: dict[str, float] = {}  # see _plan_drops
+        self._plan_late = False
 
     def travel(self, a: tuple[float, float], b: tuple[float, float]) -> int:
         return self.inst.travel_minutes(a, b)
@@ -372,6 +380,7 @@ class DaySimulator:
         )
         chosen = self._best_plan(t, round_, open_, out)
         self._planned |= set(chosen.values())
+        self._plan_drops(t, round_, chosen, open_)
         planned: dict[str, list[MdrpOrder]] = {}
         for oid, cid in chosen.items():
             if oid in open_:
@@ -384,7 +393,7 @@ class DaySimulator:
             lead = leads[cid]
             if lead.id not in open_:  # taken along in an earlier bundle of this round
                 continue
-            if self._maybe_commit(t, lead, self.couriers[cid], open_, out, chosen) == "late":
+            if self._maybe_commit(t, lead, self.couriers[cid], open_, out) == "late":
                 late.add(cid)
         return late
 
@@ -433,12 +442,24 @@ class DaySimulator:
         every minute driven one; an order left unplanned costs ``UNPLANNED_MIN`` late minutes
         (it waits at least a round for another chance). A bundle's shared pickup is not
         credited: the score ranks plans, it does not replay them."""
+        w = self.policy.late_weight
+        planned = self._plan_schedule(t, chosen, open_)
+        cost = w * UNPLANNED_MIN * (len(open_) - len(planned))
+        for oid, drop, driven in planned:
+            cost += w * max(0.0, drop - due_min[oid]) + driven
+        return cost
+
+    def _plan_schedule(
+        self, t: int, chosen: dict[str, str], open_: dict[str, MdrpOrder]
+    ) -> list[tuple[str, float, int]]:
+        """(order id, drop-off minute, minutes driven for it) per planned order, on MDRP's
+        clock: each courier does its planned orders one by one, the earliest-ready first, from
+        where and when it is free."""
         by_courier: dict[str, list[MdrpOrder]] = {}
         for oid, cid in chosen.items():
             if oid in open_:
                 by_courier.setdefault(cid, []).append(open_[oid])
-        w = self.policy.late_weight
-        cost = w * UNPLANNED_MIN * (len(open_) - sum(map(len, by_courier.values())))
+        out = []
         for cid, orders in by_courier.items():
             state = self.couriers[cid]
             when = max(t, state.free_at, state.courier.on)
@@ -449,9 +470,20 @@ class DaySimulator:
                 ride = self.travel((rest.x, rest.y), (o.x, o.y))
                 pickup = max(o.ready, when + to_rest + self.half_pickup)
                 drop = pickup + self.half_pickup + ride + self.half_dropoff
-                cost += w * max(0.0, drop - due_min[o.id]) + to_rest + ride
+                out.append((o.id, drop, to_rest + ride))
                 when, here = drop + self.half_dropoff, (o.x, o.y)
-        return cost
+        return out
+
+    def _plan_drops(
+        self, t: int, round_: DispatchRound, chosen: dict[str, str], open_: dict[str, MdrpOrder]
+    ) -> None:
+        """What a bundle is weighed against: each open order's drop-off minute in the chosen
+        plan (unplanned: the earliest still possible plus ``UNPLANNED_MIN``), and whether the
+        plan leaves some order late (more than a minute past the earliest still possible)."""
+        due = {o.id: o.promised_at / 60.0 + self.half_dropoff for o in round_.orders}
+        self._drop_in_plan = {oid: d + UNPLANNED_MIN for oid, d in due.items()}
+        self._drop_in_plan |= {oid: drop for oid, drop, _ in self._plan_schedule(t, chosen, open_)}
+        self._plan_late = any(self._drop_in_plan[oid] > d + 1.0 for oid, d in due.items())
 
     def _maybe_commit(
         self,
@@ -460,7 +492,6 @@ class DaySimulator:
         state: CourierState,
         open_: dict[str, MdrpOrder],
         out: Replay,
-        chosen: dict[str, str],
     ) -> str:
         """ "committed", "held" (decide again next round) or "late" (after the shift's end)."""
         c = state.courier
@@ -475,7 +506,7 @@ class DaySimulator:
         pickup = max(order.ready, arrive + self.half_pickup)
         if pickup > c.off:
             return "late"
-        bundle = self._bundle(order, rest, pickup, open_, chosen)
+        bundle = self._bundle(order, rest, pickup, open_)
         if max(self.orders[o].ready for o in bundle) > c.off:  # a mate's food: after the shift
             bundle = [order.id]
         pickup = max([pickup] + [self.orders[o].ready for o in bundle])
@@ -496,24 +527,19 @@ class DaySimulator:
         return "committed"
 
     def _bundle(
-        self,
-        first: MdrpOrder,
-        rest: Restaurant,
-        pickup: float,
-        open_: dict[str, MdrpOrder],
-        chosen: dict[str, str],
+        self, first: MdrpOrder, rest: Restaurant, pickup: float, open_: dict[str, MdrpOrder]
     ) -> list[str]:
-        """``first`` plus open orders of its restaurant that fit (see the module's rules) and
-        that the round did not plan for another courier (``chosen``: order id -> courier)."""
-        target = self.inst.params.target_click_to_door
-        bundle, courier = [first.id], chosen[first.id]
+        """``first`` plus the open orders of its restaurant that pay for joining it (see the
+        module docstring), in drop-off order. pickup : the planned pickup minute of ``first``."""
+        xy = (rest.x, rest.y)
+        worth = self.policy.courier_worth_min if self._plan_late else 0.0
+        bundle = [first.id]
         mates = sorted(
             (
                 o
                 for o in open_.values()
                 if o.restaurant == first.restaurant
                 and o.id != first.id
-                and (self._short or chosen.get(o.id, courier) == courier)
                 and o.ready <= pickup + self.policy.bundle_wait_min
             ),
             key=lambda o: (o.placed, o.id),
@@ -521,31 +547,26 @@ class DaySimulator:
         for mate in mates:
             if len(bundle) >= self.policy.max_bundle:
                 break
-            trial = self._drop_order([*bundle, mate.id], (rest.x, rest.y))
-            start = max([pickup] + [self.orders[o].ready for o in trial])
-            times = self._click_to_door(trial, (rest.x, rest.y), start)
-            if all(c2d <= target for c2d in times) or (
-                self._short and self._delays_at_most(bundle, trial, times, pickup, rest)
-            ):
+            before = self._drops(bundle, xy, pickup)
+            trial = self._drop_order([*bundle, mate.id], xy)
+            after = self._drops(trial, xy, pickup)
+            delays = [after[o] - before[o] for o in bundle]
+            gain = self._drop_in_plan[mate.id] - after[mate.id]
+            if max(delays) <= self.policy.bundle_delay_min and sum(delays) < gain + worth:
                 bundle = trial
-        return self._drop_order(bundle, (rest.x, rest.y))
+        return bundle
 
-    def _delays_at_most(
-        self,
-        bundle: list[str],
-        trial: list[str],
-        times: list[float],
-        pickup: float,
-        rest: Restaurant,
-    ) -> bool:
-        """Whether ``trial`` (``bundle`` plus a mate) delays no order of ``bundle`` by more than
-        ``bundle_delay_min`` (couriers short: a mate served now beats one waiting for a courier)."""
-        start = max([pickup] + [self.orders[o].ready for o in bundle])
-        before = dict(
-            zip(bundle, self._click_to_door(bundle, (rest.x, rest.y), start), strict=True)
-        )
-        after = dict(zip(trial, times, strict=True))
-        return all(after[o] - before[o] <= self.policy.bundle_delay_min for o in bundle)
+    def _drops(self, ids: list[str], start: tuple[float, float], pickup: float) -> dict[str, float]:
+        """Drop-off minute of each of ``ids`` (in that order) picked up together at ``start``
+        no earlier than ``pickup`` (and once every one's food is ready)."""
+        when = max([pickup] + [self.orders[o].ready for o in ids]) + self.half_pickup
+        here, out = start, {}
+        for oid in ids:
+            o = self.orders[oid]
+            arrive = when + self.travel(here, (o.x, o.y))
+            out[oid] = arrive + self.half_dropoff
+            when, here = arrive + 2 * self.half_dropoff, (o.x, o.y)
+        return out
 
     def _drop_order(self, ids: list[str], start: tuple[float, float]) -> list[str]:
         left, order, here = list(ids), [], start
@@ -557,17 +578,6 @@ class DaySimulator:
             left.remove(best)
             here = (self.orders[best].x, self.orders[best].y)
         return order
-
-    def _click_to_door(
-        self, ids: list[str], start: tuple[float, float], pickup: float
-    ) -> list[float]:
-        when, here, out = pickup + self.half_pickup, start, []
-        for oid in ids:
-            o = self.orders[oid]
-            arrive = when + self.travel(here, (o.x, o.y))
-            out.append(arrive + self.half_dropoff - o.placed)
-            when, here = arrive + 2 * self.half_dropoff, (o.x, o.y)
-        return out
 
 
 def plan_variants(weights: DispatchWeights, n: int) -> list[DispatchWeights]:

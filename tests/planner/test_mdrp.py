@@ -195,6 +195,43 @@ def test_an_assignment_is_committed_only_when_its_courier_must_leave(tiny: Path,
         assert arrive + 2 >= ready - policy.round_min  # at most a round early for the food
 
 
+def _one_restaurant_day(folder: Path, orders: str, couriers: str) -> Path:
+    files = dict(TINY)
+    files["restaurants.txt"] = "restaurant\tx\ty\nr1\t0\t0\n"
+    files["orders.txt"] = "order\tx\ty\tplacement_time\trestaurant\tready_time\n" + orders
+    files["couriers.txt"] = "courier\tx\ty\ton_time\toff_time\n" + couriers
+    return _write(folder, files)
+
+
+@pytest.mark.parametrize(
+    "orders, couriers, bundles",
+    [
+        # One courier at r1 (0, 0): o2 alone would wait ~20 min for it to come back; riding
+        # along behind o1 (whose door is on the way) costs o1 nothing: one bundle.
+        (
+            "o1\t0\t1000\t0\tr1\t10\no2\t0\t1100\t0\tr1\t10\n",
+            "c1\t0\t0\t0\t120\n",
+            [("o1", "o2")],
+        ),
+        # Two couriers there and doors in opposite directions: riding along would add ~24 min
+        # to o2, which the second courier delivers on time: no bundle. (More orders are open
+        # than couriers are free, which is what the rule before bundled on.)
+        (
+            "o1\t0\t1000\t0\tr1\t10\no2\t0\t-1000\t0\tr1\t10\no3\t500\t0\t0\tr1\t40\n",
+            "c1\t0\t0\t0\t120\nc2\t0\t0\t0\t120\n",
+            [("o1",), ("o2",), ("o3",)],
+        ),
+    ],
+)
+def test_a_mate_joins_a_bundle_only_where_it_gains(tmp_path: Path, orders, couriers, bundles):
+    folder = _one_restaurant_day(tmp_path / "day", orders, couriers)
+    inst = load_instance(folder)
+    day = replay(inst, ReplayPolicy(candidate_riders=None, reposition_min=0))
+    assert sorted(b.orders for b in day.bundles) == bundles
+    write_solution(inst, day, tmp_path / "sol")
+    assert evaluate(folder, tmp_path / "sol").violations == []
+
+
 def test_a_copy_of_the_day_replays_the_same(tmp_path: Path):
     shutil.copytree(DAY, tmp_path / "copy")
     a = replay(load_instance(DAY))
