@@ -162,3 +162,35 @@ def test_cupy_round_has_the_same_assignment_cost():
     assert sum(a.cost for a in gpu.assignments) == pytest.approx(
         sum(a.cost for a in cpu.assignments), rel=1e-4
     )
+
+
+def _etr_cost_as_written(ins, due, etr_floor, late_weight):
+    """The ETR re-pricing as its docstring states it, term by term (the reference)."""
+    arr = ins.dropoff_arrival
+    floor = np.maximum(arr, etr_floor[None, :])
+    extra = np.maximum(floor - due[None, :], 0) - np.maximum(arr - due[None, :], 0)
+    out = ins.cost + np.float32(late_weight) * extra
+    return np.where(np.isfinite(ins.cost), out, np.inf).astype(np.float32)
+
+
+@given(st.integers(0, 2**31 - 1))
+def test_etr_adjusted_cost_is_bit_equal_to_its_definition(seed):
+    from kernels.insertion_types import Insertions
+    from planner.dispatch_round import etr_adjusted_cost
+
+    rng = np.random.default_rng(seed)
+    shape = (7, 11)
+    f32 = np.float32
+    cost = rng.uniform(0, 5000, shape).astype(f32)
+    cost[rng.random(shape) < 0.3] = np.inf  # infeasible pairs (their arrival is 0)
+    arrival = np.where(np.isfinite(cost), rng.uniform(0, 4000, shape), 0).astype(f32)
+    due = rng.uniform(0, 4000, shape[1]).astype(f32)
+    due[rng.random(shape[1]) < 0.2] = np.inf  # no promise
+    floor = rng.uniform(0, 4000, shape[1]).astype(f32)
+    zeros = np.zeros(shape, f32)
+    ins = Insertions(cost, zeros.astype(np.int32), zeros.astype(np.int32), zeros, zeros, arrival)
+    before = cost.copy()
+    got = etr_adjusted_cost(ins, due, floor, 4.0)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, _etr_cost_as_written(ins, due, floor, 4.0))
+    np.testing.assert_array_equal(ins.cost, before)  # the insertions are left as they were
