@@ -3,10 +3,14 @@
     python bench/big_round.py [--quick] [--repeat 5] [--json PATH] [--out DIR]
 
 One 5000-rider x 2000-order round (deploy.yaml's limits; --quick: 2000 x 800), planned
-``--repeat`` times in this process (``dispatch_round``) and over HTTP by the app as deploy.yaml
-runs it on the CPU, the two alternating (the host is shared and noisy: medians). Reports both
-medians, their ratio, and the served round's stages (``timings_ms``: decode, ETR, pack, the
-solver hop, unpack). Writes DIR/big_round.csv and (--json) every run.
+``--repeat`` times over HTTP by the app as deploy.yaml runs it on the CPU and in this process
+(``dispatch_round``), alternating (the host is shared and noisy: medians). In process twice:
+the same plan as served (the ETR model's minutes from the same ONNX model in this process,
+features and inference timed, then the round priced with them: the work the app does, less
+its edge), and the plain round without ETR (the baseline of the runs before 2026-11-25, which
+did less work than the app: no model, no ETR re-pricing). Reports the medians, the ratios, and
+the served round's stages (``timings_ms``: decode, ETR, pack, the solver hop, unpack). Writes
+DIR/big_round.csv and (--json) every run.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from common import log, parser, write_csv
 
+from etr.features import features_from_orders
+from etr.repository import load_artifact
+from etr.select import load_runtime
 from ops import local
 from planner import dispatch_round, generate_round
 from serve_app.config import DispatchAppArgs
@@ -39,6 +46,13 @@ def main() -> None:
     body = DispatchRequest.from_domain(round_).model_dump_json().encode()
     log(f"round {riders} x {orders}: {len(body) / 2**20:.1f} MiB of JSON")
     dispatch_round(generate_round(8, 4, seed=1))  # load the compiled kernels here too
+    etr = load_runtime(load_artifact(), "onnxruntime")
+
+    def planned_with_etr() -> dict[str, str]:
+        minutes = etr.to_numpy(etr.predict(features_from_orders(round_.orders)))
+        plan = dispatch_round(round_, etr_minutes=minutes)
+        return {a.order_id: a.rider_id for a in plan.assignments}
+
     rows = []
     headers = {"content-type": "application/json", "x-timeout-ms": "120000"}
     with local.local_serve(num_cpus=4, namespace="bench-big") as ep:
@@ -48,22 +62,46 @@ def main() -> None:
             client.post("/v1/dispatch", content=body, headers=headers).raise_for_status()
             for k in range(repeat):
                 t0 = time.perf_counter()
-                dispatch_round(round_)
+                in_process_plan = planned_with_etr()
                 in_process = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                dispatch_round(round_)
+                without_etr = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 got = client.post("/v1/dispatch", content=body, headers=headers)
                 over_http = time.perf_counter() - t0
                 got.raise_for_status()
-                stages = got.json()["timings_ms"]
-                rows.append({"run": k, "in_process_s": in_process, "http_s": over_http, **stages})
-                log(f"  run {k}: in-process {in_process:.2f} s, HTTP {over_http:.2f} s")
+                answer = got.json()
+                stages = answer["timings_ms"]
+                served_plan = {a["order_id"]: a["rider_id"] for a in answer["assignments"]}
+                rows.append(
+                    {
+                        "run": k,
+                        "in_process_s": in_process,
+                        "in_process_no_etr_s": without_etr,
+                        "http_s": over_http,
+                        "same_plan": served_plan == in_process_plan,
+                        **stages,
+                    }
+                )
+                log(
+                    f"  run {k}: in-process {in_process:.2f} s (without ETR {without_etr:.2f}),"
+                    f" HTTP {over_http:.2f} s, the same plan: {served_plan == in_process_plan}"
+                )
     write_csv(args.out / "big_round.csv", rows)
-    med = {key: statistics.median(r[key] for r in rows) for key in rows[0] if key != "run"}
+    med = {
+        key: statistics.median(r[key] for r in rows)
+        for key in rows[0]
+        if key not in ("run", "same_plan")
+    }
     ratio = med["http_s"] / med["in_process_s"]
+    ratio_no_etr = med["http_s"] / med["in_process_no_etr_s"]
     print(
-        f"| round | in-process s | over HTTP s | ratio |\n|---|---|---|---|\n"
+        "| round | in-process s (the same plan) | over HTTP s | ratio | in-process s without"
+        " ETR (before) | ratio |\n|---|---|---|---|---|---|\n"
         f"| {riders} x {orders} ({len(body) / 2**20:.1f} MiB) | {med['in_process_s']:.2f} | "
-        f"{med['http_s']:.2f} | {ratio:.2f}x |"
+        f"{med['http_s']:.2f} | {ratio:.2f}x | {med['in_process_no_etr_s']:.2f} | "
+        f"{ratio_no_etr:.2f}x |"
     )
     print(
         "\nserved stages (median ms): "
@@ -73,7 +111,12 @@ def main() -> None:
         )
     )
     if args.json:
-        args.json.write_text(json.dumps({"runs": rows, "medians": med, "ratio": ratio}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"runs": rows, "medians": med, "ratio": ratio, "ratio_no_etr": ratio_no_etr},
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":
