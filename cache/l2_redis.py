@@ -8,8 +8,10 @@ not expire together.
 
 At most ``max_connections`` calls run at once. A call that finds them all busy waits for one
 within its timeout, and if none frees it is a miss counted as ``pool_busy``: back-pressure
-from this process's own burst, not a Redis failure, so it never opens the breaker. A call
-cancelled half-way (its request went away) neither fails nor closes the breaker.
+from this process's own burst, not a Redis failure, so it never opens the breaker. The same
+holds for a call that got a connection with less than half its timeout left and ran out of
+it: the burst spent its time, not Redis. A call cancelled half-way (its request went away)
+neither fails nor closes the breaker.
 """
 
 from __future__ import annotations
@@ -79,12 +81,20 @@ class RedisL2:
         except BaseException:
             self.breaker.release()
             raise
+        left = self.timeout_s - (time.perf_counter() - t0)
         try:
-            left = self.timeout_s - (time.perf_counter() - t0)
             result = await asyncio.wait_for(make(), max(left, 0.001))
         except asyncio.CancelledError:
             self.breaker.release()
             raise
+        except TimeoutError:
+            if left < self.timeout_s / 2:
+                self.breaker.release()
+                self.stats.pool_busy += 1
+            else:
+                self.breaker.failure()
+                self.stats.redis_errors += 1
+            return default
         except Exception:
             self.breaker.failure()
             self.stats.redis_errors += 1
