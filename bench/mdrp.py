@@ -106,6 +106,8 @@ def run_one(folder: str, out: str, policy: dict[str, Any] | None = None) -> dict
         "rounds": day.rounds,
         "plans": day.plans,
         "ms_per_round": round(day.dispatch_ms / max(1, day.rounds), 2),
+        # The whole of each round's planning: every variant, its pricing or rollouts.
+        "plan_ms_per_round": round(sum(day.plan_ms) / max(1, day.rounds), 2),
         "feasible": ev.feasible,
         "violations": len(ev.violations),
         **{k: round(getattr(ev.metrics, k), 4) for k in METRICS},

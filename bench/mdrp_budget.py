@@ -5,9 +5,11 @@
 A fixed sample of MDRP days (the 16 seed-0 half-size days, where the clairvoyant optimum is
 known: couriers short and plentiful, real and faster travel, both prep times) is replayed at
 each compute level: the round planned under 1, 2, 5, 15 or every one of the weight variants
-(``ReplayPolicy.plans``; ``planner.mdrp.replay.plan_variants``), and two wall-clock budgets
-per round (``round_budget_ms``) over every variant. Each level reports the dispatch time
-actually spent per round (mean over the days), click-to-door and ready-to-pickup means, and
+(``ReplayPolicy.plans``; ``planner.mdrp.replay.plan_variants``), two wall-clock budgets per
+round (``round_budget_ms``) over every variant, and variants judged by rollouts of the next
+10 or 20 minutes (``rollout_min``) instead of by one round's pricing. Each level reports the
+dispatch time and the whole planning time actually spent per round (means over the days; a
+rollout's planning is mostly the replay's own), click-to-door and ready-to-pickup means, and
 the gap to the clairvoyant optimum. --quick: two days, three levels (half a minute).
 
 Writes DIR/mdrp_budget.csv, DIR/mdrp_budget.png and (--json) every row.
@@ -38,6 +40,9 @@ LEVELS: tuple[dict[str, Any], ...] = (
     {"plans": ALL_VARIANTS},
     {"plans": ALL_VARIANTS, "round_budget_ms": 2.0},
     {"plans": ALL_VARIANTS, "round_budget_ms": 10.0},
+    {"plans": 5, "rollout_min": 10},
+    {"plans": 15, "rollout_min": 10},
+    {"plans": 5, "rollout_min": 20},
 )
 QUICK_LEVELS = LEVELS[:1] + LEVELS[2:3] + LEVELS[4:5]
 
@@ -45,7 +50,10 @@ QUICK_LEVELS = LEVELS[:1] + LEVELS[2:3] + LEVELS[4:5]
 def label(level: dict[str, Any]) -> str:
     if "round_budget_ms" in level:
         return f"budget {level['round_budget_ms']:g} ms"
-    return f"{level['plans']} plan{'s' if level['plans'] > 1 else ''}"
+    plans = f"{level['plans']} plan{'s' if level['plans'] > 1 else ''}"
+    if "rollout_min" in level:
+        return f"{plans}, rollouts {level['rollout_min']} min"
+    return plans
 
 
 def main() -> None:
@@ -75,6 +83,7 @@ def main() -> None:
                 **level,
                 "days": len(days_rows),
                 "ms_per_round": statistics.fmean(r["ms_per_round"] for r in days_rows),
+                "plan_ms_per_round": statistics.fmean(r["plan_ms_per_round"] for r in days_rows),
                 "plans_per_round": statistics.fmean(r["plans"] / r["rounds"] for r in days_rows),
                 "click_to_door_mean": statistics.fmean(r["click_to_door_mean"] for r in days_rows),
                 "ready_to_pickup_mean": statistics.fmean(
@@ -88,7 +97,8 @@ def main() -> None:
             }
             rows.append(row)
             log(
-                f"  [{k}/{len(levels)}] {row['level']}: {row['ms_per_round']:.1f} ms/round, c2d "
+                f"  [{k}/{len(levels)}] {row['level']}: {row['plan_ms_per_round']:.1f} ms/round"
+                f" (dispatch {row['ms_per_round']:.1f}), c2d "
                 f"{row['click_to_door_mean']:.3f}, r2p {row['ready_to_pickup_mean']:.3f} "
                 f"({time.perf_counter() - t0:.0f} s)"
             )
@@ -103,14 +113,16 @@ def main() -> None:
 def report(rows: list[dict[str, Any]]) -> None:
     base = rows[0]
     print(
-        "| compute per round | dispatch ms/round | x level 1 | plans/round | click-to-door "
-        "mean | ready-to-pickup mean | vs clairvoyant optimum | feasible |"
+        "| compute per round | planning ms/round | x level 1 | dispatch ms/round | dispatch "
+        "calls/round | click-to-door mean | ready-to-pickup mean | vs clairvoyant optimum | "
+        "feasible |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
-            f"| {r['level']} | {r['ms_per_round']:.1f} | "
-            f"{r['ms_per_round'] / base['ms_per_round']:.0f}x | {r['plans_per_round']:.1f} | "
+            f"| {r['level']} | {r['plan_ms_per_round']:.1f} | "
+            f"{r['plan_ms_per_round'] / base['plan_ms_per_round']:.0f}x | "
+            f"{r['ms_per_round']:.1f} | {r['plans_per_round']:.1f} | "
             f"{r['click_to_door_mean']:.3f} | {r['ready_to_pickup_mean']:.3f} | "
             f"+{r['gap_to_optimum_pct']:.2f}% | {r['infeasible'] or 'yes'} |"
         )
@@ -124,8 +136,13 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     series = (
-        ("plans per round", [r for r in rows if "round_budget_ms" not in r], "o-"),
+        (
+            "plans per round",
+            [r for r in rows if "round_budget_ms" not in r and "rollout_min" not in r],
+            "o-",
+        ),
         ("wall-clock budget per round", [r for r in rows if "round_budget_ms" in r], "s--"),
+        ("plans judged by rollouts", [r for r in rows if "rollout_min" in r], "^:"),
     )
     for ax, key, name in (
         (a, "click_to_door_mean", "click-to-door mean, min"),
@@ -134,7 +151,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         for legend, part, style in series:
             if not part:
                 continue
-            x = [r["ms_per_round"] for r in part]
+            x = [r["plan_ms_per_round"] for r in part]
             ax.plot(x, [r[key] for r in part], style, label=legend)
             for r, xi in zip(part, x, strict=True):
                 ax.annotate(
@@ -147,7 +164,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         mid = statistics.fmean(r[key] for r in rows)
         ax.set_ylim(mid - 0.5, mid + 0.5)  # a minute of range: what a policy change moves
         ax.set_xscale("log")
-        ax.set_xlabel("dispatch time per round, ms (log)")
+        ax.set_xlabel("planning time per round, ms (log)")
         ax.set_ylabel(name)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)

@@ -58,6 +58,7 @@ exactly, and the model was trained on another market's deliveries.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
@@ -105,6 +106,9 @@ class ReplayPolicy:
     demand_window_min : how far back a restaurant's orders count for prepositioning;
     short_commit_min : with couriers short, commit this much before the courier must leave;
     plans : weight variants the round is planned under, at most (1: the plain dispatch);
+    rollout_min : judge each variant's plan by replaying the next this many minutes from the
+    state it leaves (the orders placed so far only, one plan a round) instead of by
+    ``_plan_cost`` (0: no rollouts; see ``_rollout_cost``);
     round_budget_ms : stop planning variants once this much wall time is spent in a round
     (None: no limit; at least one plan always; decisions then depend on the machine's speed,
     so a served replay equals the in-process one only without it)."""
@@ -123,6 +127,7 @@ class ReplayPolicy:
     demand_window_min: int = 60
     short_commit_min: int = 3
     plans: int = 5
+    rollout_min: int = 0
     round_budget_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -134,8 +139,8 @@ class ReplayPolicy:
             raise ValueError(f"plans must be >= 1, got {self.plans}")
         if self.round_budget_ms is not None and not self.round_budget_ms > 0:
             raise ValueError(f"round_budget_ms must be > 0, got {self.round_budget_ms}")
-        if self.reposition_min < 0 or self.short_commit_min < 0:
-            raise ValueError("reposition_min and short_commit_min must be >= 0")
+        if self.reposition_min < 0 or self.short_commit_min < 0 or self.rollout_min < 0:
+            raise ValueError("reposition_min, short_commit_min and rollout_min must be >= 0")
 
 
 @dataclass
@@ -379,6 +384,18 @@ class DaySimulator:
             weights=weights,
         )
         chosen = self._best_plan(t, round_, open_, out)
+        return self._commit_plan(t, round_, chosen, open_, out)
+
+    def _commit_plan(
+        self,
+        t: int,
+        round_: DispatchRound,
+        chosen: dict[str, str],
+        open_: dict[str, MdrpOrder],
+        out: Replay,
+    ) -> set[str]:
+        """Make final what ``chosen`` (order id -> courier id) needs final at ``t``; the
+        couriers whose pickup would fall after their shift."""
         self._planned |= set(chosen.values())
         self._plan_drops(t, round_, chosen, open_)
         planned: dict[str, list[MdrpOrder]] = {}
@@ -421,11 +438,62 @@ class DaySimulator:
             if self.policy.plans == 1:
                 out.plan_ms.append((time.perf_counter() - start) * 1e3)
                 return chosen
-            cost = self._plan_cost(t, chosen, open_, due_min)
+            if self.policy.rollout_min:
+                cost = self._rollout_cost(t, round_, chosen, open_, due_min, out)
+            else:
+                cost = self._plan_cost(t, chosen, open_, due_min)
             if cost < best_cost - 1e-9:
                 best, best_cost = chosen, cost
         out.plan_ms.append((time.perf_counter() - start) * 1e3)
         return best
+
+    def _rollout_cost(
+        self,
+        t: int,
+        round_: DispatchRound,
+        chosen: dict[str, str],
+        open_: dict[str, MdrpOrder],
+        due_min: dict[str, float],
+        out: Replay,
+    ) -> float:
+        """A plan judged by what follows it: a copy of the day commits it, then replays the
+        next ``rollout_min`` minutes under the policy with one plan a round and no rollouts,
+        knowing only the orders placed by ``t`` (the day's future is never looked at). Returns
+        the minutes past the earliest still possible (``due_min``) summed over the orders open
+        now: at their drop-off where the copy made one, else at the drop-off its last plan
+        expected (unplanned: ``UNPLANNED_MIN`` late). The copy's dispatch calls count in
+        ``out.plans``."""
+        fork = self._fork()
+        still_open, seen = dict(open_), Replay(self.inst.name)
+        fork._commit_plan(t, round_, chosen, still_open, seen)
+        step, end = self.policy.round_min, t + self.policy.rollout_min
+        for now in range(t, end + 1, step):
+            if now > t and still_open:
+                fork._round(now, still_open, seen)
+            if self.policy.reposition_min:
+                fork._reposition(now, seen)
+            fork._planned.clear()
+        out.plans += seen.plans
+        out.dispatch_ms += seen.dispatch_ms
+        drops = {o: d for b in seen.bundles for o, d in zip(b.orders, b.dropoffs, strict=True)}
+        cost = 0.0
+        for oid, due in due_min.items():
+            if oid in drops:
+                cost += drops[oid] - due
+            else:
+                cost += fork._drop_in_plan.get(oid, due + UNPLANNED_MIN) - due
+        return cost
+
+    def _fork(self) -> DaySimulator:
+        """This day as it stands, for a rollout: its couriers and plans copied, the instance
+        and the orders seen so far shared (read only), the policy without variants or
+        rollouts."""
+        fork = copy.copy(self)
+        fork.policy = replace(self.policy, plans=1, rollout_min=0, round_budget_ms=None)
+        fork.couriers = {cid: replace(state) for cid, state in self.couriers.items()}
+        fork._planned = set(self._planned)
+        fork._drop_in_plan = {}
+        return fork
 
     def _plan_cost(
         self,

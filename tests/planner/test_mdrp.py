@@ -232,6 +232,17 @@ def test_a_mate_joins_a_bundle_only_where_it_gains(tmp_path: Path, orders, couri
     assert evaluate(folder, tmp_path / "sol").violations == []
 
 
+def test_plans_judged_by_rollouts_keep_the_day_feasible_and_its_own(tiny: Path, tmp_path: Path):
+    inst = load_instance(tiny)
+    plain = replay(inst, ReplayPolicy(plans=3))
+    rolled = replay(inst, ReplayPolicy(plans=3, rollout_min=10))
+    assert rolled.plans > plain.plans  # a rollout's rounds are dispatch calls too
+    assert sorted(o for b in rolled.bundles for o in b.orders) == ["o1", "o2", "o3"]
+    write_solution(inst, rolled, tmp_path / "sol")
+    assert evaluate(tiny, tmp_path / "sol").violations == []
+    assert replay(inst, ReplayPolicy(plans=3, rollout_min=10)).bundles == rolled.bundles
+
+
 def test_a_copy_of_the_day_replays_the_same(tmp_path: Path):
     shutil.copytree(DAY, tmp_path / "copy")
     a = replay(load_instance(DAY))
@@ -291,7 +302,8 @@ def test_a_spent_round_budget_plans_once_and_decides_as_one_plan():
 
 
 @pytest.mark.parametrize(
-    "field, value", [("plans", 0), ("round_budget_ms", 0.0), ("reposition_min", -1)]
+    "field, value",
+    [("plans", 0), ("round_budget_ms", 0.0), ("reposition_min", -1), ("rollout_min", -1)],
 )
 def test_a_bad_policy_is_refused(field, value):
     with pytest.raises(ValueError, match=field):
