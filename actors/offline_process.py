@@ -100,7 +100,10 @@ class _Child:
             self.conn.close()  # the child's recv ends: it exits
             self.proc.join(2.0)
             if self.proc.is_alive():
+                # Still warming up (a cold kernel cache compiles for seconds) and not reading:
+                # killed, and reaped so that no zombie outlives the pool.
                 self.proc.kill()
+                self.proc.join()
 
 
 class OfflineSolves:

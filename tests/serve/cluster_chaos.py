@@ -88,6 +88,12 @@ def main(result_path: Path) -> None:
         "requests_after_removal": sum(s.start > removed_at for s in samples),
         "recovered_on_new_node": recovered is not None,
         "recovered_after_s": None if recovered is None else round(recovered - removed_at, 2),
+        # (path, status, seconds after the removal it was sent, latency s): what a failure was
+        "failed_samples": [
+            (s.path, s.status, round(s.start - removed_at, 2), round(s.latency_s, 2))
+            for s in samples
+            if s.status != 200
+        ],
     }
     result_path.write_text(json.dumps(result))
     print(json.dumps(result))
