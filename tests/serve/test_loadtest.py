@@ -4,12 +4,10 @@ stops by itself."""
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 from cli.main import main
 from ops.loadtest import requests_for
-
-DAY = Path(__file__).resolve().parents[2] / "data" / "mdrp" / "0o50t100s1p100"
+from tests.mdrp_days import DAY
 
 
 def test_a_concurrency_sweep_writes_a_table_csv_and_png(serve_url, tmp_path, capsys):

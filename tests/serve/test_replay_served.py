@@ -5,25 +5,13 @@ replay's."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from ops.replay_client import ServedDecider
 from planner.mdrp import ReplayPolicy, load_instance, replay
-
-DAY = Path(__file__).resolve().parents[2] / "data" / "mdrp" / "0o50t100s1p100"
-
-
-def _morning(tmp_path: Path, orders: int = 40) -> Path:
-    """The day's first ``orders`` orders, every courier: a short, real replay."""
-    folder = tmp_path / "morning"
-    shutil.copytree(DAY, folder)
-    lines = (DAY / "orders.txt").read_text().splitlines()
-    head, body = lines[0], sorted(lines[1:], key=lambda ln: int(ln.split("\t")[3]))
-    (folder / "orders.txt").write_text("\n".join([head, *body[:orders]]) + "\n")
-    return folder
+from tests.mdrp_days import morning
 
 
 @pytest.mark.parametrize(
@@ -34,7 +22,7 @@ def _morning(tmp_path: Path, orders: int = 40) -> Path:
 def test_a_served_replay_decides_as_the_in_process_one(
     serve_url: str, tmp_path: Path, policy: ReplayPolicy
 ):
-    inst = load_instance(_morning(tmp_path))
+    inst = load_instance(morning(tmp_path / "morning"))
     local = replay(inst, policy)
     with ServedDecider(serve_url) as decide:
         served = replay(inst, policy, decide=decide)
@@ -43,3 +31,6 @@ def test_a_served_replay_decides_as_the_in_process_one(
     assert served.bundles == local.bundles
     assert served.moves == local.moves  # prepositioning included
     assert served.undelivered == local.undelivered
+    assert served.rollouts == local.rollouts
+    if policy.rollout_min:
+        assert local.rollouts > 0  # some round's variants disagreed, and rollouts judged them
