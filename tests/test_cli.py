@@ -92,3 +92,5 @@ def test_replay_of_a_bad_folder_or_round_exits_2_with_a_message(tmp_path, capsys
     assert "instance_parameters.txt: cannot read" in capsys.readouterr().err
     assert main(["replay", str(MDRP_DAY), "--round-s", "90"]) == 2
     assert "whole number of minutes" in capsys.readouterr().err
+    assert main(["replay", str(MDRP_DAY), "--rollout-min", "-1"]) == 2
+    assert "rollout_min must be >= 0" in capsys.readouterr().err

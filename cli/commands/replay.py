@@ -44,6 +44,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="send idle couriers to a restaurant at most this many minutes away (0: never; "
         "default: the policy's, 20)",
     )
+    rp.add_argument(
+        "--rollout-min",
+        type=int,
+        default=None,
+        help="judge plans that differ by replaying the next this many minutes on the orders "
+        "placed so far (0: by one round's pricing; default: the policy's)",
+    )
     rp.add_argument("--out", type=Path, default=None, help="solution folder (default replay/NAME)")
     rp.add_argument("--url", default=None, help="send every round to this app's /v1/dispatch")
     rp.add_argument(
@@ -79,7 +86,11 @@ def run(args: argparse.Namespace) -> int:
             round_budget_ms=args.round_budget_ms,
             **{
                 k: v
-                for k, v in (("plans", args.plans), ("reposition_min", args.reposition_min))
+                for k, v in (
+                    ("plans", args.plans),
+                    ("reposition_min", args.reposition_min),
+                    ("rollout_min", args.rollout_min),
+                )
                 if v is not None
             },
         )
@@ -111,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
         "instance": inst.name,
         "seconds": round(seconds, 2),
         "rounds": day.rounds,
+        "dispatch_calls": day.plans,
+        "rollouts": day.rollouts,
         "dispatch_ms": round(day.dispatch_ms, 1),
         "plan_ms": _percentiles(day.plan_ms),
         "policy": asdict(policy),
