@@ -1,6 +1,7 @@
 """Quality per compute on real delivery days: what more dispatch computation per round buys.
 
     python bench/mdrp_budget.py [--quick] [--json PATH] [--out DIR] [--data DIR] [--jobs N]
+                                [--levels 3,8,9,10]
 
 A fixed sample of MDRP days (the 16 seed-0 half-size days, where the clairvoyant optimum is
 known: couriers short and plentiful, real and faster travel, both prep times) is replayed at
@@ -61,6 +62,12 @@ def main() -> None:
     default = ROOT.parent / "shared" / "data" / "mdrp"
     ap.add_argument("--data", type=Path, default=default)
     ap.add_argument("--jobs", type=int, default=2, help="days replayed at once")
+    ap.add_argument(
+        "--levels",
+        default=None,
+        help="comma-separated 1-based indices into LEVELS (default: all; the first given is "
+        "the table's baseline), e.g. 3,8,9,10: 5 plans and the rollout levels",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     days = [args.data / d for d in (DAYS[:2] if args.quick else DAYS)]
@@ -68,6 +75,11 @@ def main() -> None:
     if missing:
         sys.exit(f"mdrp_budget: days not found under {args.data}: {', '.join(missing)}")
     levels = QUICK_LEVELS if args.quick else LEVELS
+    if args.levels:
+        try:
+            levels = tuple(LEVELS[int(k) - 1] for k in args.levels.split(","))
+        except (ValueError, IndexError):
+            sys.exit(f"mdrp_budget: --levels takes indices 1..{len(LEVELS)}, not {args.levels}")
     solutions = args.out / "mdrp_budget"
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -113,7 +125,7 @@ def main() -> None:
 def report(rows: list[dict[str, Any]]) -> None:
     base = rows[0]
     print(
-        "| compute per round | planning ms/round | x level 1 | dispatch ms/round | dispatch "
+        "| compute per round | planning ms/round | x the first row | dispatch ms/round | dispatch "
         "calls/round | click-to-door mean | ready-to-pickup mean | vs clairvoyant optimum | "
         "feasible |"
     )
