@@ -49,12 +49,15 @@ def request_bodies(n: int = 32, seed: int = 0) -> list[tuple[str, dict[str, Any]
 
 @dataclass(frozen=True)
 class Sample:
-    """One request: start (s since epoch), latency (s), HTTP status (0: no response), path."""
+    """One request: start (s since epoch), latency (s, retries included), HTTP status (0: no
+    response; the last answer's), path, and how many times a shed answer (503 with
+    Retry-After) was retried."""
 
     start: float
     latency_s: float
     status: int
     path: str
+    retries: int = 0
 
 
 @dataclass
@@ -64,6 +67,8 @@ class SteadyLoad:
     Open loop on purpose: the offered load stays the same while a replica fails, so the
     drill sees the queueing a real fleet would. ``max_in_flight`` bounds memory if the app
     stops answering altogether (requests over it are counted as failed, status 0).
+    ``shed_retries``: a shed answer (503 with Retry-After) is sent again this many times after
+    the wait it asks for (at most 2 s), as a well-behaved client does (0: counted as failed).
     """
 
     base_url: str
@@ -71,6 +76,7 @@ class SteadyLoad:
     bodies: list[tuple[str, dict[str, Any]]] = field(default_factory=request_bodies)
     timeout_s: float = 60.0
     max_in_flight: int = 256
+    shed_retries: int = 0
     samples: list[Sample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -115,11 +121,20 @@ class SteadyLoad:
 
     async def _one(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> None:
         start, t0 = time.time(), time.perf_counter()
-        try:
-            status = (await client.post(path, json=body)).status_code
-        except httpx.HTTPError:
-            status = 0
-        self.samples.append(Sample(start, time.perf_counter() - t0, status, path))
+        retries = 0
+        while True:
+            try:
+                answer = await client.post(path, json=body)
+            except httpx.HTTPError:
+                status = 0
+                break
+            status = answer.status_code
+            wait = answer.headers.get("retry-after")
+            if status != 503 or wait is None or retries >= self.shed_retries:
+                break
+            retries += 1
+            await asyncio.sleep(min(float(wait), 2.0))
+        self.samples.append(Sample(start, time.perf_counter() - t0, status, path, retries))
 
 
 def replica_ids(app: str, deployment: str) -> set[str]:

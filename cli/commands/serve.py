@@ -41,6 +41,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     import signal
 
+    # A signal before the handlers below are in place (importing Ray's side takes a second
+    # or more on a slow machine) is remembered, not the default action's death by SIGTERM.
+    early: list[int] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, _frame: early.append(signum))
+    print("starting ...", flush=True)
+
     from ops import local
     from ops.launch import start
 
@@ -63,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
     # ray.init (inside it, Ray's own handler raises SystemExit, caught below).
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, on_signal)
+    if early:
+        on_signal()
     try:
         launched = start(
             args.config,
