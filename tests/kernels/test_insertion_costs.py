@@ -274,3 +274,16 @@ def test_cupy_kernel_equals_numpy(seed):
     np.testing.assert_allclose(got.cost.get()[fin], want.cost[fin], rtol=1e-4)
     assert np.array_equal(got.pickup_pos.get(), want.pickup_pos)
     assert np.array_equal(got.dropoff_pos.get(), want.dropoff_pos)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: both CPU kernels price as feasible (cost 3e-5, lateness 597.78 min) a "
+    "placement the reference refuses; cause not yet found; the random test above found it "
+    "in a fresh-clone CI run, 2026-11-25",
+)
+@pytest.mark.parametrize("method", ["loop", "jit"])
+def test_route_2_order_2_of_seed_6733_is_judged_as_the_reference_does(method):
+    routes, orders = random_batch(6733, 6, 3, 7, tight=True)
+    fast = insertion_costs(routes, orders, late_weight=0.0, method=method)
+    assert_matches_reference(fast, routes, orders, 0.0, pairs=False)
