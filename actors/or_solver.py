@@ -33,6 +33,7 @@ from actors.scheduling import PriorityGate
 from domain import DispatchWeights, TrafficClass
 from kernels import compiled
 from kernels.backend import module_for, resolve_backend
+from kernels.streams import class_stream
 from planner import generate_round
 from planner.dispatch_round import (
     Assigned,
@@ -149,13 +150,15 @@ class OrSolverDeployment:
         abandon: Abandon,
     ) -> Assigned:
         def compute() -> Assigned:
-            return solve_round(
-                arrays.to(self.xp),
-                weights,
-                etr_floor=etr_floor,
-                improve_routes=improve_routes,
-                checkpoint=abandon.checkpoint,
-            )
+            # On a GPU an online round's kernels go ahead of an offline round's blocks.
+            with class_stream(self.xp, online=traffic_class is TrafficClass.ONLINE):
+                return solve_round(
+                    arrays.to(self.xp),
+                    weights,
+                    etr_floor=etr_floor,
+                    improve_routes=improve_routes,
+                    checkpoint=abandon.checkpoint,
+                )
 
         abandon.checkpoint()  # it may have waited in Serve's queue past its deadline
         budget = self.settings.watchdog_s + min(abandon.remaining_s(), MAX_WATCHED_WAIT_S)

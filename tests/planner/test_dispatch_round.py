@@ -12,6 +12,7 @@ from domain.geo import haversine_m
 from kernels._reference import reference_insertion_costs
 from kernels.insertion_costs import insertion_costs
 from planner import dispatch_round, generate_round, pack_round
+from planner.dispatch_round import round_arrays, solve_round
 
 
 def check_plan(round_: DispatchRound, plan: DispatchPlan) -> None:
@@ -162,6 +163,21 @@ def test_cupy_round_has_the_same_assignment_cost():
     assert sum(a.cost for a in gpu.assignments) == pytest.approx(
         sum(a.cost for a in cpu.assignments), rel=1e-4
     )
+
+
+@pytest.mark.gpu
+def test_cupy_solve_with_improvement_and_an_etr_floor_matches_numpy():
+    import cupy
+
+    _, arrays = round_arrays(generate_round(300, 100, seed=8))
+    floor = np.random.default_rng(8).uniform(0, 1800, len(arrays.orders)).astype(np.float32)
+    weights = DispatchWeights()
+    cpu = solve_round(arrays, weights, etr_floor=floor, improve_routes=True)
+    gpu = solve_round(arrays.to(cupy), weights, etr_floor=floor, improve_routes=True)
+    assert gpu.backend == "cupy"
+    assert np.array_equal(gpu.rider_of >= 0, cpu.rider_of >= 0)
+    assert gpu.cost.sum() == pytest.approx(cpu.cost.sum(), rel=1e-4)
+    assert gpu.base_travel.sum() == pytest.approx(cpu.base_travel.sum(), rel=1e-4)
 
 
 def _etr_cost_as_written(ins, due, etr_floor, late_weight):
