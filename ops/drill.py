@@ -50,14 +50,15 @@ def request_bodies(n: int = 32, seed: int = 0) -> list[tuple[str, dict[str, Any]
 @dataclass(frozen=True)
 class Sample:
     """One request: start (s since epoch), latency (s, retries included), HTTP status (0: no
-    response; the last answer's), path, and how many times a shed answer (503 with
-    Retry-After) was retried."""
+    response; the last answer's), path, how many times a shed answer (503 with Retry-After)
+    was retried, and what a failed answer said (its body's start, or the client's error)."""
 
     start: float
     latency_s: float
     status: int
     path: str
     retries: int = 0
+    detail: str = ""
 
 
 @dataclass
@@ -122,19 +123,21 @@ class SteadyLoad:
     async def _one(self, client: httpx.AsyncClient, path: str, body: dict[str, Any]) -> None:
         start, t0 = time.time(), time.perf_counter()
         retries = 0
+        detail = ""
         while True:
             try:
                 answer = await client.post(path, json=body)
-            except httpx.HTTPError:
-                status = 0
+            except httpx.HTTPError as exc:
+                status, detail = 0, repr(exc)[:200]
                 break
             status = answer.status_code
+            detail = "" if status == 200 else answer.text[:200]
             wait = answer.headers.get("retry-after")
             if status != 503 or wait is None or retries >= self.shed_retries:
                 break
             retries += 1
             await asyncio.sleep(min(float(wait), 2.0))
-        self.samples.append(Sample(start, time.perf_counter() - t0, status, path, retries))
+        self.samples.append(Sample(start, time.perf_counter() - t0, status, path, retries, detail))
 
 
 def replica_ids(app: str, deployment: str) -> set[str]:

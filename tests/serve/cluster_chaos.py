@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
@@ -84,17 +85,33 @@ def main(result_path: Path) -> None:
     )
     time.sleep(1.0)
     samples = load.stop()
+    events = serve.get_app_handle("orml").failover_events.remote(removed_at - 5).result()
     result = {
         "requests": len(samples),
         "failed": sum(s.status != 200 for s in samples),
         "failed_statuses": sorted({s.status for s in samples if s.status != 200}),
         "requests_after_removal": sum(s.start > removed_at for s in samples),
+        # Did the host carry the load before the fault? Requests sent up to 1 s before the
+        # removal, and how many of them were answered 200 before it.
+        "baseline_sent": len(before := [s for s in samples if s.start < removed_at - 1.0]),
+        "baseline_answered": sum(
+            s.status == 200 and s.start + s.latency_s < removed_at for s in before
+        ),
         "shed_and_retried": sum(s.retries for s in samples),
+        # Attempts retried or hedged, by what happened to them ("RayActorError", "Hedged", ...)
+        "failover_events": dict(Counter(e["error"] for e in events)),
         "recovered_on_new_node": recovered is not None,
         "recovered_after_s": None if recovered is None else round(recovered - removed_at, 2),
-        # (path, status, seconds after the removal it was sent, latency s): what a failure was
+        # (path, status, s after the removal it was sent, latency s, retries, the answer's body)
         "failed_samples": [
-            (s.path, s.status, round(s.start - removed_at, 2), round(s.latency_s, 2), s.retries)
+            (
+                s.path,
+                s.status,
+                round(s.start - removed_at, 2),
+                round(s.latency_s, 2),
+                s.retries,
+                s.detail,
+            )
             for s in samples
             if s.status != 200
         ],

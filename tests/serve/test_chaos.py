@@ -126,6 +126,10 @@ def test_removing_a_node_while_it_serves_loses_nothing(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(out.read_text())
+    if result["baseline_answered"] < 0.8 * result["baseline_sent"]:
+        # On a host too slow for the drill's load even before the fault, what follows
+        # measures the host; on one that carries it nothing may be lost (below).
+        pytest.skip(f"the host did not carry the drill's load before the fault: {result}")
     assert result["requests_after_removal"] > 10, result
     assert result["failed"] == 0, result
     assert result["recovered_on_new_node"], result
