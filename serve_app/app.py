@@ -37,6 +37,7 @@ from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
 from serve_app.heap_probe import HeapProbe
+from serve_app.hedging import HedgePolicy
 from serve_app.http_routes import ENDPOINT_OF_PATH, LANE_OF_PATH
 from serve_app.ingress_metrics import CacheMetrics, stage_histogram
 from serve_app.lean_listener import LeanListener
@@ -195,7 +196,12 @@ class DispatchIngress(GrpcIngress):
         self.round_decoder = RoundDecoder.for_limits(self.args.limits)
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
         res = self.args.resilience
-        self.failover = Failover(res.call_timeout_s, res.retry_budget_s, res.max_replica_faults)
+        self.failover = Failover(
+            res.call_timeout_s,
+            res.retry_budget_s,
+            res.max_replica_faults,
+            hedge=HedgePolicy(res.hedge),
+        )
         self.solver = SolverHandle(or_solver, self.failover, "OrSolver", res.replicas.watchdog_s)
         self.etr_remote = EtrHandle(etr, self.failover)
         self.etr = LocalEtr(

@@ -71,6 +71,36 @@ class CacheArgs(BaseModel):
         return url
 
 
+class HedgeArgs(BaseModel):
+    """When a deployment call gets a second copy (``serve_app.hedging``)."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: bool = Field(
+        False,
+        description="Off by default: on the node-loss drill of a starved 2-core host the copies "
+        "did not save the calls stuck on the lost node (docs/benchmarks.md, Fault recovery).",
+    )
+    quantile: float = Field(
+        0.95,
+        gt=0.5,
+        lt=1,
+        description="A copy goes once an attempt is older than this "
+        "quantile of the recent answered calls of the same kind.",
+    )
+    min_delay_s: float = Field(
+        1.0,
+        gt=0,
+        le=600,
+        description="Never sooner than this, seconds (also the delay "
+        "before enough calls are known).",
+    )
+    budget: float = Field(
+        0.05, ge=0, le=1, description="Copies per call, at most, over time (a token bucket)."
+    )
+    burst: float = Field(8.0, ge=1, le=1000, description="Copies that may go at once.")
+    window: int = Field(256, ge=16, le=100_000, description="Answered calls remembered per kind.")
+
+
 class ResilienceArgs(BaseModel):
     """Failover and fault detection (README "Operations" explains the trade-offs): the ingress's
     retry bounds, and how the model replicas watch their devices."""
@@ -97,6 +127,11 @@ class ResilienceArgs(BaseModel):
         description="A request whose calls saw this many replicas fail while computing it "
         "(process died, device failed) is answered 422 naming its request id instead of being "
         "sent on to the next replica: a poison pill kills at most this many.",
+    )
+    hedge: HedgeArgs = Field(
+        default_factory=HedgeArgs,
+        description="A second copy of a call that is slower than nearly all recent ones, to "
+        "another replica (a node lost mid-call is then not waited out).",
     )
     replicas: GuardSettings = Field(
         default_factory=GuardSettings,

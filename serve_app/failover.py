@@ -27,6 +27,10 @@ attempt is bounded by the request's remaining time, and no retry starts once it 
 Serve's router picks a replica at random among the two it samples, so a retry soon lands
 elsewhere; the few retries that land on the failing replica again cost one fast refusal each
 (a tripped guard answers at once) until Serve takes it out of the routing table.
+
+A replica that stops answering without an error (its node lost, and the cluster slow to say
+so) is not waited out: with a ``HedgePolicy`` an attempt older than nearly all recent calls of
+its kind gets a second copy on another replica, first answer wins (``serve_app.hedging``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from ray.exceptions import RayActorError
 from ray.serve.exceptions import BackPressureError
 
 from actors.errors import Abandoned, DeadlinePassed, DeviceUnhealthy
+from serve_app.hedging import HedgePolicy
 from serve_app.ingress_metrics import failover_counter
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.errors import DeadlineExceeded, Overloaded, PoisonRequest, Unavailable
@@ -73,11 +78,13 @@ class Failover:
         retry_budget_s: float,
         max_replica_faults: int = 2,
         history: int = 1024,
+        hedge: HedgePolicy | None = None,
     ):
         self.call_timeout_s = call_timeout_s
         self.retry_budget_s = retry_budget_s
         self.max_replica_faults = max_replica_faults
         self.events: deque[FailoverEvent] = deque(maxlen=history)
+        self.hedge = hedge  # None: one copy of each attempt
 
     async def call(
         self,
@@ -103,20 +110,17 @@ class Failover:
             if remaining <= 0:
                 raise DeadlineExceeded(f"{target}: the request's deadline passed")
             attempts += 1
-            response = make_call()
             try:
-                return await asyncio.wait_for(_result(response), min(per_attempt, remaining))
+                return await self._attempt(target, make_call, min(per_attempt, remaining))
             except BackPressureError as exc:
                 raise Overloaded("backpressure", 1.0, f"{target}: {exc}") from exc
             except (DeadlinePassed, Abandoned) as exc:
                 raise DeadlineExceeded(f"{target}: {exc}") from exc
             except RETRYABLE as exc:
-                if isinstance(exc, TimeoutError):
-                    response.cancel()
-                    if ctx.expired():
-                        raise DeadlineExceeded(
-                            f"{target}: no answer before the request's deadline"
-                        ) from None
+                if isinstance(exc, TimeoutError) and ctx.expired():
+                    raise DeadlineExceeded(
+                        f"{target}: no answer before the request's deadline"
+                    ) from None
                 error = type(exc).__name__
                 if isinstance(exc, DeviceUnhealthy):
                     error = "DeviceUnhealthy"  # not Ray's wrapper class name
@@ -134,6 +138,54 @@ class Failover:
                     ) from exc
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 0.25)
+
+    async def _attempt(self, target: str, make_call: Callable[[], Any], timeout_s: float) -> Any:
+        """One attempt: its answer, or its error (TimeoutError after ``timeout_s``, the
+        attempt cancelled). With a hedge policy, an attempt still unanswered after the
+        policy's delay gets a second copy; the first answer wins and the other is cancelled.
+        A copy refused by back-pressure is dropped; a retryable error of one copy leaves the
+        other running; the attempt fails only when both have."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        delay = None if self.hedge is None else self.hedge.delay_s(target)
+        first = make_call()
+        copies = {asyncio.ensure_future(_result(first)): first}
+        if delay is not None and delay < timeout_s:
+            done, _ = await asyncio.wait(copies, timeout=delay)
+            if not done and self.hedge is not None and self.hedge.take():
+                self.events.append(FailoverEvent(time.time(), target, "Hedged"))
+                failover_counter().inc(tags={"target": target, "error": "Hedged"})
+                second = make_call()
+                copies[asyncio.ensure_future(_result(second))] = second
+        error: BaseException | None = None
+        try:
+            while copies:
+                left = timeout_s - (loop.time() - started)
+                done, _ = await asyncio.wait(
+                    copies, timeout=max(0.0, left), return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    raise TimeoutError(f"{target}: no answer in {timeout_s:.1f} s")
+                for task in done:
+                    response = copies.pop(task)
+                    exc = task.exception()
+                    if exc is None:
+                        if self.hedge is not None:
+                            self.hedge.answered(
+                                target, loop.time() - started, by_copy=response is not first
+                            )
+                        return task.result()
+                    if isinstance(exc, BackPressureError) and response is not first:
+                        continue  # no spare replica for the copy: the first goes on
+                    if not isinstance(exc, RETRYABLE) or not copies:
+                        raise exc
+                    error = exc  # the other copy may still answer
+            assert error is not None
+            raise error
+        finally:
+            for task, response in copies.items():
+                response.cancel()
+                task.cancel()
 
     def recent(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Failover events after ``since`` (s since epoch), oldest first."""

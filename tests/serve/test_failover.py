@@ -12,10 +12,13 @@ import pickle
 
 import pytest
 from ray.exceptions import RayActorError
+from ray.serve.exceptions import BackPressureError
 
 from actors.errors import Abandoned, DeviceUnhealthy
+from serve_app.config import HedgeArgs
 from serve_app.error_answers import answer_for
 from serve_app.failover import Failover
+from serve_app.hedging import HedgePolicy
 from serve_app.pipeline import CallContext, DeadlineExceeded, InvalidInput, Unavailable
 from serve_app.pipeline.errors import PoisonRequest
 
@@ -119,3 +122,89 @@ def test_retries_end_with_the_budget():
     make, _ = calls(*[before] * 1000)
     with pytest.raises(Unavailable):
         run(Failover(60, retry_budget_s=0.2), make)
+
+
+class Slow(Response):
+    """A fake DeploymentResponse that answers after ``delay_s`` (never, for None)."""
+
+    def __init__(self, delay_s: float | None, **kw) -> None:
+        super().__init__(**kw)
+        self.delay_s = delay_s
+
+    def __await__(self):
+        async def answer():
+            if self.delay_s is None:
+                await asyncio.Event().wait()
+            await asyncio.sleep(self.delay_s)
+            if self.error is not None:
+                raise self.error
+            return self.value
+
+        return answer().__await__()
+
+
+def hedged(**kw) -> Failover:
+    args = HedgeArgs(enabled=True, min_delay_s=0.05, **kw)
+    return Failover(60, 30, hedge=HedgePolicy(args))
+
+
+def test_a_call_stuck_on_a_lost_replica_is_answered_by_its_copy():
+    responses = [Slow(None, value="never"), Slow(0.01, value="from the copy")]
+    made = []
+    failover = hedged()
+
+    def make():
+        made.append(responses[len(made)])
+        return made[-1]
+
+    assert run(failover, make) == "from the copy"
+    assert len(made) == 2 and made[0].cancelled  # the stuck attempt is cancelled
+    assert (failover.hedge.sent, failover.hedge.won) == (1, 1)
+    assert [e["error"] for e in failover.recent()] == ["Hedged"]
+
+
+def test_an_attempt_answered_before_the_delay_gets_no_copy():
+    make, made = calls("planned")
+    failover = hedged()
+    assert run(failover, make) == "planned" and len(made) == 1
+    assert failover.hedge.sent == 0
+
+
+def test_a_copy_refused_by_back_pressure_leaves_the_first_attempt_running():
+    responses = [
+        Slow(0.2, value="first"),
+        Slow(0.0, error=BackPressureError(num_queued_requests=1, max_queued_requests=1)),
+    ]
+    made = []
+
+    def make():
+        made.append(responses[len(made)])
+        return made[-1]
+
+    assert run(hedged(), make) == "first" and len(made) == 2
+
+
+def test_without_a_token_an_attempt_gets_no_copy_and_times_out_as_before():
+    responses = iter([Slow(None), Slow(0.0, value="retried")])
+    failover = Failover(
+        0.2, 30, hedge=HedgePolicy(HedgeArgs(enabled=True, min_delay_s=0.05, burst=1, budget=0))
+    )
+    failover.hedge.take()  # the only token is spent
+    assert run(failover, lambda: next(responses)) == "retried"
+    assert failover.hedge.sent == 1 and [e["error"] for e in failover.recent()] == ["TimeoutError"]
+
+
+def test_the_delay_is_the_recent_quantile_and_copies_are_rationed():
+    policy = HedgePolicy(
+        HedgeArgs(enabled=True, min_delay_s=0.1, quantile=0.95, budget=0.5, burst=2)
+    )
+    assert policy.delay_s("a") == 0.1  # too few answered calls to trust a quantile
+    for k in range(100):
+        policy.answered("a", 0.01 * (k + 1))  # 0.01 .. 1.00 s
+    assert policy.delay_s("a") == pytest.approx(0.96)
+    assert policy.delay_s("b") == 0.1  # per kind
+    assert [policy.take(), policy.take(), policy.take()] == [True, True, False]
+    policy.delay_s("a")
+    policy.delay_s("a")  # two calls earn one token at budget 0.5
+    assert [policy.take(), policy.take()] == [True, False]
+    assert HedgePolicy().delay_s("a") is None  # off unless configured
