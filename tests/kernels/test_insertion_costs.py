@@ -25,18 +25,30 @@ def assert_matches_reference(
     fast: Insertions, routes: RouteArrays, orders: OrderArrays, w: float, pairs: bool
 ) -> None:
     ref = reference_insertion_costs(routes, orders, late_weight=w, pairs=pairs)
-    feasible = np.isfinite(ref.cost)
-    assert np.array_equal(np.isfinite(fast.cost), feasible)
-    assert np.all(fast.pickup_pos[~feasible] == -1)
-    np.testing.assert_allclose(fast.cost[feasible], ref.cost[feasible], rtol=1e-4, atol=5e-2)
+    got = np.isfinite(fast.cost)
+    assert np.all(fast.pickup_pos[~got] == -1)
+    close = np.isclose(fast.cost, ref.cost, rtol=1e-4, atol=5e-2) | ~(got | np.isfinite(ref.cost))
+    if not np.all(close):
+        # Where a placement meets or breaks a hard deadline by less than float32 resolves (a
+        # drop-off on a leg makes a late stop 1.5e-5 s later, say), the float32 kernels may
+        # judge it otherwise. The reference with a lenient and a strict 10 ms brackets every
+        # such judgement: the kernels' answer must lie between the two.
+        lenient, strict = (
+            reference_insertion_costs(routes, orders, late_weight=w, pairs=pairs, tol=tol).cost
+            for tol in (1e-2, -1e-2)
+        )
+        slack = 5e-2 + 1e-4 * np.abs(np.where(got, fast.cost, 0))
+        assert np.all(got[np.isfinite(strict)]) and np.all(np.isfinite(lenient)[got])
+        assert np.all(fast.cost[got] >= lenient[got] - slack[got])
+        assert np.all(fast.cost[got] <= strict[got] + slack[got])
     # The chosen placement really costs what the kernel says (ties may pick another optimum).
-    for idx in zip(*np.nonzero(feasible), strict=True):
+    for idx in zip(*np.nonzero(got), strict=True):
         r, o = (idx[0], idx[0]) if pairs else idx
         c, tr, la, arr = placement(
-            routes, orders, r, o, int(fast.pickup_pos[idx]), int(fast.dropoff_pos[idx]), w
+            routes, orders, r, o, int(fast.pickup_pos[idx]), int(fast.dropoff_pos[idx]), w, 1e-2
         )
+        assert c == pytest.approx(float(fast.cost[idx]), rel=1e-4, abs=5e-2)
         assert arr == pytest.approx(float(fast.dropoff_arrival[idx]), rel=1e-5, abs=5e-2)
-        assert c == pytest.approx(float(ref.cost[idx]), rel=1e-4, abs=5e-2)
         assert tr == pytest.approx(float(fast.travel[idx]), rel=1e-3, abs=5e-2)
         assert la == pytest.approx(float(fast.lateness[idx]), rel=1e-3, abs=5e-2)
 
@@ -276,14 +288,14 @@ def test_cupy_kernel_equals_numpy(seed):
     assert np.array_equal(got.dropoff_pos.get(), want.dropoff_pos)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: both CPU kernels price as feasible (cost 3e-5, lateness 597.78 min) a "
-    "placement the reference refuses; cause not yet found; the random test above found it "
-    "in a fresh-clone CI run, 2026-11-25",
-)
 @pytest.mark.parametrize("method", ["loop", "jit"])
-def test_route_2_order_2_of_seed_6733_is_judged_as_the_reference_does(method):
+def test_a_drop_off_on_a_leg_before_an_already_late_stop_is_a_borderline_case(method):
+    """Seed 6733's route 2 holds a stop already past its hard deadline, and order 2's drop-off
+    lies on a leg before it: the exact arithmetic makes that stop 1.5e-5 s later (broken),
+    float32 not later at all (kept). Found by the random test in a fresh-clone CI run."""
     routes, orders = random_batch(6733, 6, 3, 7, tight=True)
+    strict = reference_insertion_costs(routes, orders, late_weight=0.0)
+    lenient = reference_insertion_costs(routes, orders, late_weight=0.0, tol=1e-2)
+    assert not np.isfinite(strict.cost[2, 2]) and np.isfinite(lenient.cost[2, 2])
     fast = insertion_costs(routes, orders, late_weight=0.0, method=method)
     assert_matches_reference(fast, routes, orders, 0.0, pairs=False)
