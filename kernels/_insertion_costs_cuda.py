@@ -1,4 +1,5 @@
-"""The CuPy launcher of ``insertion_costs.cu`` (imported only when CuPy inputs arrive).
+"""The CuPy launchers of ``insertion_costs.cu`` (imported only when CuPy inputs arrive): the
+pricing kernel and the per-route walks (route context, schedule).
 
 The kernel's arguments are bound by name: ``kernel_parameters`` reads the parameter list from the
 ``.cu`` source itself and ``launch_arguments`` supplies a value for each name, so the two files
@@ -61,13 +62,96 @@ def launch_arguments(
 
 
 @lru_cache(maxsize=1)
-def _kernel() -> Any:
+def _module() -> Any:
     import cupy
 
     from kernels.insertion_types import CUDA_SOURCE
 
-    module = cupy.RawModule(code=CUDA_SOURCE.read_text(), options=NVRTC_OPTIONS)
-    return module.get_function(KERNEL_NAME)
+    return cupy.RawModule(code=CUDA_SOURCE.read_text(), options=NVRTC_OPTIONS)
+
+
+def _kernel(name: str = KERNEL_NAME) -> Any:
+    return _module().get_function(name)
+
+
+def _per_route(n_routes: int) -> tuple[tuple[int], tuple[int]]:
+    """Grid and block of a one-thread-per-route launch."""
+    return ((n_routes + _BLOCK - 1) // _BLOCK,), (_BLOCK,)
+
+
+def _route_inputs(routes: RouteArrays, names: tuple[str, ...], xp: ModuleType) -> list[Any]:
+    c = xp.ascontiguousarray
+    return [c(getattr(routes, name)) for name in names]
+
+
+def route_context_cuda(routes: RouteArrays) -> Any:
+    """``insertion_costs.route_context`` for CuPy arrays (checked), one thread per route: the
+    same numbers as the array code, in one launch instead of a few per stop slot."""
+    import cupy
+
+    from kernels.insertion_types import RouteContext
+
+    n_routes, n_slots = routes.shape
+    f32 = cupy.float32
+    out = {
+        "node_xy": cupy.zeros((n_routes, n_slots + 2, 2), f32),
+        **{
+            name: cupy.zeros((n_routes, n_slots + 1), f32)
+            for name in RouteContext.__dataclass_fields__
+            if name != "node_xy"
+        },
+    }
+    if n_routes:
+        inputs = _route_inputs(
+            routes,
+            (
+                "start_xy",
+                "start_time",
+                "speed",
+                "load0",
+                "n_stops",
+                "stop_xy",
+                "stop_ready",
+                "stop_due",
+                "stop_latest",
+                "stop_service",
+                "stop_load",
+            ),
+            cupy,
+        )
+        args = (*inputs, cupy.int32(n_routes), cupy.int32(n_slots), *out.values())
+        _kernel("orml_route_context")(*_per_route(n_routes), args)
+    return RouteContext(**out)
+
+
+def walk_cuda(routes: RouteArrays) -> tuple[Any, Any, Any, Any]:
+    """``schedule``'s loop for CuPy arrays (checked), one thread per route: arrival, departure
+    float32[R, L] (NaN past each route's stops), travel and the last departure float32[R]."""
+    import cupy
+
+    n_routes, n_slots = routes.shape
+    f32 = cupy.float32
+    arrival = cupy.full((n_routes, n_slots), cupy.nan, f32)
+    departure = cupy.full((n_routes, n_slots), cupy.nan, f32)
+    travel = cupy.empty(n_routes, f32)
+    t_end = cupy.empty(n_routes, f32)
+    if n_routes:
+        inputs = _route_inputs(
+            routes,
+            ("start_xy", "start_time", "speed", "n_stops", "stop_xy", "stop_ready", "stop_service"),
+            cupy,
+        )
+        args = (
+            *inputs,
+            cupy.int32(n_routes),
+            cupy.int32(n_slots),
+            arrival,
+            departure,
+            travel,
+            t_end,
+        )
+        _kernel("orml_schedule_walk")(*_per_route(n_routes), args)
+    return arrival, departure, travel, t_end
 
 
 def insertion_costs_cuda(

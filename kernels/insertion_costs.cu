@@ -203,3 +203,103 @@ extern "C" __global__ void orml_insertion_costs(
     out_i[idx] = b.i;
     out_j[idx] = b.j;
 }
+
+// ---- Per-route walks: one thread per route --------------------------------------------------
+// The array code walks the L stop slots in Python, a dozen small kernels per slot: on a GPU the
+// launches, not the arithmetic, set the time (5.3 ms per pricing of any size on an H200). These
+// two walk each route's own stops in one thread, in the float32 operations and order of their
+// CPU twins (kernels/_insertion_costs_jit.py::_context_all, kernels/_schedule_jit.py::_walk).
+
+__host__ __device__ inline float orml_pos(float x) { return x > 0.0f ? x : 0.0f; }
+
+// RouteContext (kernels/insertion_types.py); every output arrives zeroed.
+extern "C" __global__ void orml_route_context(
+    const float* start_xy, const float* start_time, const float* speed, const float* load0,
+    const int* n_stops, const float* stop_xy, const float* stop_ready, const float* stop_due,
+    const float* stop_latest, const float* stop_service, const float* stop_load, int n_routes,
+    int n_slots, float* node_xy, float* depart_prev, float* leg, float* arrival,
+    float* cum_wait, float* soft, float* hard, float* soft_min, float* hard_min,
+    float* load_before) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n_routes) return;
+    const int L = n_slots;
+    const long long w = (long long)r * (L + 1);  // row r of the [R, L+1] arrays
+    const long long s = (long long)r * L;        // row r of the [R, L] stop arrays
+    float* nxy = node_xy + (long long)r * (L + 2) * 2;
+    const int n = n_stops[r];
+    const float v = speed[r];
+    nxy[0] = start_xy[2 * r];
+    nxy[1] = start_xy[2 * r + 1];
+    depart_prev[w] = start_time[r];
+    load_before[w] = load0[r];
+    float t = start_time[r];
+    float hx = start_xy[2 * r], hy = start_xy[2 * r + 1];
+    for (int q = 0; q < L; ++q) {
+        const float sx = stop_xy[2 * (s + q)], sy = stop_xy[2 * (s + q) + 1];
+        nxy[2 * (q + 1)] = sx;
+        nxy[2 * (q + 1) + 1] = sy;
+        if (q < n) {
+            const float g = orml_travel(sx, sy, hx, hy, v);
+            const float a = t + g;
+            const float rd = stop_ready[s + q];
+            const float later = a > rd ? a : rd;
+            const float dep = later + stop_service[s + q];
+            arrival[w + q] = a;
+            depart_prev[w + q + 1] = dep;
+            leg[w + q] = g;
+            cum_wait[w + q + 1] = cum_wait[w + q] + (later - a);
+            soft[w + q] = cum_wait[w + q] + orml_pos(stop_due[s + q] - a);
+            hard[w + q] = cum_wait[w + q] + orml_pos(stop_latest[s + q] - a);
+            load_before[w + q + 1] = load_before[w + q] + stop_load[s + q];
+            t = dep;
+            hx = sx;
+            hy = sy;
+        } else {
+            arrival[w + q] = ORML_INF;
+            cum_wait[w + q + 1] = cum_wait[w + q];
+            soft[w + q] = ORML_INF;
+            hard[w + q] = ORML_INF;
+            load_before[w + q + 1] = load_before[w + q];
+        }
+    }
+    arrival[w + L] = ORML_INF;
+    soft[w + L] = ORML_INF;
+    hard[w + L] = ORML_INF;
+    soft_min[w + L] = ORML_INF;
+    hard_min[w + L] = ORML_INF;
+    for (int q = L - 1; q >= 0; --q) {
+        // Python's min(a, b): b only when b < a.
+        soft_min[w + q] = soft_min[w + q + 1] < soft[w + q] ? soft_min[w + q + 1] : soft[w + q];
+        hard_min[w + q] = hard_min[w + q + 1] < hard[w + q] ? hard_min[w + q + 1] : hard[w + q];
+    }
+}
+
+// schedule's loop (kernels/schedule.py::_walk): arrival and departure float[R, L] arrive NaN;
+// travel and t_end float[R].
+extern "C" __global__ void orml_schedule_walk(
+    const float* start_xy, const float* start_time, const float* speed, const int* n_stops,
+    const float* stop_xy, const float* stop_ready, const float* stop_service, int n_routes,
+    int n_slots, float* arrival, float* departure, float* travel, float* t_end) {
+    const int r = blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n_routes) return;
+    const long long s = (long long)r * n_slots;
+    float t = start_time[r];
+    float hx = start_xy[2 * r], hy = start_xy[2 * r + 1];
+    float driven = 0.0f;
+    for (int q = 0; q < n_stops[r]; ++q) {
+        const float sx = stop_xy[2 * (s + q)], sy = stop_xy[2 * (s + q) + 1];
+        const float leg = orml_travel(sx, sy, hx, hy, speed[r]);
+        const float arr = t + leg;
+        const float ready = stop_ready[s + q];
+        const float later = (arr >= ready || arr != arr) ? arr : ready;  // np.maximum
+        const float dep = later + stop_service[s + q];
+        arrival[s + q] = arr;
+        departure[s + q] = dep;
+        driven = driven + leg;
+        t = dep;
+        hx = sx;
+        hy = sy;
+    }
+    travel[r] = driven;
+    t_end[r] = t;
+}

@@ -37,9 +37,20 @@ from kernels.insertion_types import Insertions, RouteContext
 from kernels.schedule import schedule, travel_time
 
 
-def route_context(routes: RouteArrays) -> RouteContext:
-    """Precompute ``RouteContext`` (any ``xp``); raises ValueError on malformed arrays."""
-    sched = schedule(routes)
+def route_context(routes: RouteArrays, method: str = "auto") -> RouteContext:
+    """Precompute ``RouteContext`` (any ``xp``); raises ValueError on malformed arrays.
+
+    method : "auto" (one CUDA thread per route for CuPy inputs, else the array code), "cuda"
+    or "loop" (the array code, any ``xp``). The two give the same numbers."""
+    if method == "auto":
+        method = "loop" if routes.xp is np else "cuda"
+    if method == "cuda":
+        from kernels._insertion_costs_cuda import route_context_cuda
+
+        return route_context_cuda(routes.check())
+    if method != "loop":
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'cuda' or 'loop'")
+    sched = schedule(routes, method="loop" if routes.xp is not np else "auto")
     xp = routes.xp
     f32 = xp.float32
     n_routes, n_slots = routes.shape

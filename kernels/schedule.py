@@ -1,7 +1,9 @@
 """``schedule``: when every rider reaches every stop of its route.
 
 One algorithm for NumPy and CuPy (``xp`` comes from the inputs): a loop over the ``L`` stop slots,
-vectorised over the ``R`` routes. A rider leaves its start at ``start_time``, drives straight
+vectorised over the ``R`` routes; for CuPy inputs one CUDA thread walks each route instead
+(``insertion_costs.cu``, ``orml_schedule_walk``: the launches, not the arithmetic, set the array
+loop's time on a GPU). A rider leaves its start at ``start_time``, drives straight
 lines at its speed, waits at a pickup until the food is ready, and spends each stop's service time.
 For NumPy inputs the loop has a compiled twin (``kernels._schedule_jit``, bit-equal), used once
 the compiled builds are loaded (``kernels.compiled``).
@@ -54,18 +56,24 @@ def travel_time(a_xy: Any, b_xy: Any, speed: Any, xp: Any) -> Any:
 
 
 def schedule(routes: RouteArrays, method: str = "auto") -> Schedule:
-    """Simulate every route. method : "auto" (the compiled loop for NumPy inputs unless it is
-    still loading, see ``kernels.compiled``; else the array loop), "jit" (NumPy only) or
-    "loop" (any ``xp``). Raises ValueError on malformed arrays (see ``RouteArrays.check``) or
-    an unknown method."""
+    """Simulate every route. method : "auto" (for NumPy inputs the compiled loop unless it is
+    still loading, see ``kernels.compiled``, else the array loop; for CuPy one CUDA thread per
+    route), "jit" (NumPy only), "cuda" (CuPy only) or "loop" (any ``xp``). Raises ValueError on
+    malformed arrays (see ``RouteArrays.check``) or an unknown method."""
     routes.check()
     xp = routes.xp
     if method == "auto":
-        method = "jit" if xp is np and not compiled.warming() else "loop"
+        method = ("loop" if compiled.warming() else "jit") if xp is np else "cuda"
     if method == "loop":
         return _finish(routes, *_walk(routes))
+    if method == "cuda":
+        if xp is np:
+            raise ValueError("method 'cuda' runs on CuPy arrays only")
+        from kernels._insertion_costs_cuda import walk_cuda
+
+        return _finish(routes, *walk_cuda(routes))
     if method != "jit":
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit' or 'loop'")
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit', 'cuda' or 'loop'")
     if xp is not np:
         raise ValueError("method 'jit' runs on NumPy arrays only")
     from kernels._schedule_jit import walk_jit

@@ -107,6 +107,30 @@ def test_route_context_twin_equals_numpy(seed):
         assert np.array_equal(getattr(want, f), getattr(got, f)), f
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(6))
+def test_the_cuda_route_context_is_bit_equal_to_the_array_code(seed):
+    """One thread per route (``orml_route_context``) gives the array code's numbers on the
+    same device, and the compiled CPU twin's on the host."""
+    import cupy
+
+    from kernels._insertion_costs_jit import route_context_jit
+    from kernels.insertion_costs import route_context
+    from kernels.insertion_types import RouteContext
+    from planner import generate_round, pack_round
+
+    batches = [random_batch(seed, 40, 1, 1 + 2 * seed, tight=seed % 2 == 0)[0]]
+    batches.append(pack_round(generate_round(300 * (seed + 1), 50, seed=seed)).routes)
+    for routes in batches:
+        dev = routes.to(cupy)
+        loop, cuda = route_context(dev, method="loop"), route_context(dev, method="cuda")
+        host = route_context_jit(routes)
+        for f in RouteContext.__dataclass_fields__:
+            got = getattr(cuda, f).get()
+            assert np.array_equal(getattr(loop, f).get(), got, equal_nan=True), f
+            assert np.array_equal(getattr(host, f), got, equal_nan=True), f
+
+
 def test_read_only_inputs_need_no_second_compile():
     """A Ray replica's arrays arrive read-only; they must hit the specialisation warm_up built."""
     from kernels import _insertion_costs_jit as jit

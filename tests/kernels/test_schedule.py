@@ -78,3 +78,30 @@ def test_compiled_loop_on_served_rounds_and_bad_methods():
     routes, _ = random_batch(0, 2, 0, 3)
     with pytest.raises(ValueError, match="unknown method"):
         schedule(routes, method="fast")
+
+
+def test_the_cuda_walk_needs_cupy_arrays():
+    routes, _ = random_batch(0, 2, 0, 3)
+    with pytest.raises(ValueError, match="CuPy arrays only"):
+        schedule(routes, method="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(6))
+def test_the_cuda_walk_is_bit_equal_to_the_array_loop(seed):
+    """One thread per route (``orml_schedule_walk``) answers what the array loop does on the
+    same device, NaN padding included, on adversarial batches and generated rounds."""
+    import cupy
+
+    from planner import generate_round
+    from planner.dispatch_round import round_arrays
+
+    batches = [random_batch(seed, 40, 0, 1 + 2 * seed)[0]]
+    batches.append(round_arrays(generate_round(300 * (seed + 1), 50, seed=seed))[1].routes)
+    for routes in batches:
+        dev = routes.to(cupy)
+        loop, cuda = schedule(dev, method="loop"), schedule(dev, method="cuda")
+        for name in Schedule.__dataclass_fields__:
+            a, b = getattr(loop, name).get(), getattr(cuda, name).get()
+            assert a.dtype == b.dtype and a.shape == b.shape, name
+            assert np.array_equal(a, b, equal_nan=True), name
