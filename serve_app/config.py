@@ -78,7 +78,7 @@ class HedgeArgs(BaseModel):
     enabled: bool = Field(
         False,
         description="Off by default: on the node-loss drill of a starved 2-core host the copies "
-        "did not save the calls stuck on the lost node (docs/benchmarks.md, Fault recovery).",
+        "did not save the calls stuck on the lost node (README, Operations: node loss).",
     )
     quantile: float = Field(
         0.95,
