@@ -89,18 +89,10 @@ def route_context_cuda(routes: RouteArrays) -> Any:
     same numbers as the array code, in one launch instead of a few per stop slot."""
     import cupy
 
-    from kernels.insertion_types import RouteContext
+    from kernels.insertion_types import RouteContext, context_buffers
 
     n_routes, n_slots = routes.shape
-    f32 = cupy.float32
-    out = {
-        "node_xy": cupy.zeros((n_routes, n_slots + 2, 2), f32),
-        **{
-            name: cupy.zeros((n_routes, n_slots + 1), f32)
-            for name in RouteContext.__dataclass_fields__
-            if name != "node_xy"
-        },
-    }
+    out = context_buffers(cupy, n_routes, n_slots)
     if n_routes:
         inputs = _route_inputs(
             routes,

@@ -272,18 +272,10 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 def route_context_jit(routes: RouteArrays) -> Any:
     """``insertion_costs.route_context`` for NumPy arrays, compiled; the same numbers."""
-    from kernels.insertion_types import RouteContext
+    from kernels.insertion_types import RouteContext, context_buffers
 
     n_routes, n_slots = routes.shape
-    f32 = np.float32
-    out = {
-        "node_xy": np.zeros((n_routes, n_slots + 2, 2), f32),
-        **{
-            name: np.zeros((n_routes, n_slots + 1), f32)
-            for name in RouteContext.__dataclass_fields__
-            if name != "node_xy"
-        },
-    }
+    out = context_buffers(np, n_routes, n_slots)
     c = _read_only
     _context_all(
         c(routes.start_xy),

@@ -59,3 +59,15 @@ class RouteContext:
     soft_min: Any
     hard_min: Any
     load_before: Any
+
+
+def context_buffers(xp: Any, n_routes: int, n_slots: int) -> dict[str, Any]:
+    """Zeroed float32 arrays for every ``RouteContext`` field, which the compiled and CUDA
+    builds fill in place: node_xy [R, L+2, 2], the rest [R, L+1]."""
+    f32 = xp.float32
+    return {
+        name: xp.zeros(
+            (n_routes, n_slots + 2, 2) if name == "node_xy" else (n_routes, n_slots + 1), f32
+        )
+        for name in RouteContext.__dataclass_fields__
+    }
