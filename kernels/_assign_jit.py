@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def shortest_augmenting_path_jit(cost):  # pragma: no cover - compiled
     """cost float64[N, M], N <= M, finite, C-contiguous -> int64[N], the column of each row."""
     n_rows, n_cols = cost.shape

@@ -180,15 +180,17 @@ def _named(fn: Any, name: str) -> Any:
 
 # Two compilations of one body: waking the thread pool costs more than a small batch (a solver
 # re-pricing one route) takes on one core.
-_price_parallel = njit(cache=True, parallel=True, error_model="numpy")(
+_price_parallel = njit(cache=True, nogil=True, parallel=True, error_model="numpy")(
     _named(_price_all, "_price_all_parallel")
 )
-_price_serial = njit(cache=True, error_model="numpy")(_named(_price_all, "_price_all_serial"))
+_price_serial = njit(cache=True, nogil=True, error_model="numpy")(
+    _named(_price_all, "_price_all_serial")
+)
 #: Placements (pairs x positions^2 / 2) below which one thread is faster than the pool.
 PARALLEL_MIN_PLACEMENTS = 200_000
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _context_all(  # pragma: no cover - compiled
     start_xy,
     start_time,

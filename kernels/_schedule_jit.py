@@ -20,7 +20,7 @@ from kernels.arrays import RouteArrays
 _F0 = np.float32(0.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, nogil=True, error_model="numpy")
 def _walk(  # pragma: no cover - compiled
     start_xy,
     start_time,
