@@ -43,21 +43,21 @@ def longest_stall_during(call: Callable[[], object]) -> tuple[float, float]:
 def test_the_compiled_assignment_releases_the_gil():
     from kernels._assign_jit import shortest_augmenting_path_jit
 
-    cost = np.random.default_rng(0).uniform(0, 1000, (1400, 1400))
+    cost = np.random.default_rng(0).uniform(0, 1000, (2000, 2000))
     shortest_augmenting_path_jit(cost[:5, :5].copy())  # compiled (or loaded) first
     stall, took = longest_stall_during(lambda: shortest_augmenting_path_jit(cost))
-    assert took > 0.05 and stall < 0.5 * took, (stall, took)
+    assert took > 0.03 and stall < 0.5 * took, (stall, took)
 
 
 @pytest.mark.parametrize("parallel", [False, True])
 def test_the_compiled_pricing_releases_the_gil(parallel):
     from kernels._insertion_costs_jit import insertion_costs_jit, route_context_jit
 
-    packed = pack_round(generate_round(1500, 300, seed=3))
+    packed = pack_round(generate_round(2500, 500, seed=3))
     routes, orders = packed.routes, packed.orders
     ctx = route_context_jit(routes)
     insertion_costs_jit(routes, orders, ctx, 4.0, False, parallel)  # compiled first
     stall, took = longest_stall_during(
         lambda: insertion_costs_jit(routes, orders, ctx, 4.0, False, parallel)
     )
-    assert took > 0.05 and stall < 0.5 * took, (stall, took)
+    assert took > 0.03 and stall < 0.5 * took, (stall, took)
