@@ -45,6 +45,8 @@ def route_context(routes: RouteArrays, method: str = "auto") -> RouteContext:
     if method == "auto":
         method = "loop" if routes.xp is np else "cuda"
     if method == "cuda":
+        if routes.xp is np:
+            raise ValueError("method 'cuda' runs on CuPy arrays only")
         from kernels._insertion_costs_cuda import route_context_cuda
 
         return route_context_cuda(routes.check())

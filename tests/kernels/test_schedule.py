@@ -80,10 +80,16 @@ def test_compiled_loop_on_served_rounds_and_bad_methods():
         schedule(routes, method="fast")
 
 
-def test_the_cuda_walk_needs_cupy_arrays():
+def test_the_cuda_walks_need_cupy_arrays():
+    from kernels.insertion_costs import route_context
+
     routes, _ = random_batch(0, 2, 0, 3)
     with pytest.raises(ValueError, match="CuPy arrays only"):
         schedule(routes, method="cuda")
+    with pytest.raises(ValueError, match="CuPy arrays only"):
+        route_context(routes, method="cuda")
+    with pytest.raises(ValueError, match="unknown method"):
+        route_context(routes, method="fast")
 
 
 @pytest.mark.gpu
