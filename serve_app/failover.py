@@ -145,18 +145,23 @@ class Failover:
         policy's delay gets a second copy; the first answer wins and the other is cancelled.
         A copy refused by back-pressure is dropped; a retryable error of one copy leaves the
         other running; the attempt fails only when both have."""
-        loop = asyncio.get_running_loop()
-        started = loop.time()
         delay = None if self.hedge is None else self.hedge.delay_s(target)
         first = make_call()
+        if delay is None or delay >= timeout_s:  # no copy: the request path's common case
+            try:
+                return await asyncio.wait_for(_result(first), timeout_s)
+            except TimeoutError:
+                first.cancel()
+                raise
+        loop = asyncio.get_running_loop()
+        started = loop.time()
         copies = {asyncio.ensure_future(_result(first)): first}
-        if delay is not None and delay < timeout_s:
-            done, _ = await asyncio.wait(copies, timeout=delay)
-            if not done and self.hedge is not None and self.hedge.take():
-                self.events.append(FailoverEvent(time.time(), target, "Hedged"))
-                failover_counter().inc(tags={"target": target, "error": "Hedged"})
-                second = make_call()
-                copies[asyncio.ensure_future(_result(second))] = second
+        done, _ = await asyncio.wait(copies, timeout=delay)
+        if not done and self.hedge is not None and self.hedge.take():
+            self.events.append(FailoverEvent(time.time(), target, "Hedged"))
+            failover_counter().inc(tags={"target": target, "error": "Hedged"})
+            second = make_call()
+            copies[asyncio.ensure_future(_result(second))] = second
         error: BaseException | None = None
         try:
             while copies:
