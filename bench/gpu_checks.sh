@@ -29,6 +29,8 @@ step tests 150 python3 -m pytest -q -p no:cacheprovider -m "gpu or nvcc" \
 step stream_priority 150 python3 bench/stream_priority.py \
     --json "$out/files/stream_priority.json" --out "$out/files"
 step kernels 150 python3 bench/kernels.py --json "$out/files/kernels.json" --out "$out/files"
+step gpu_profile 60 python3 bench/gpu_profile.py --json "$out/files/gpu_profile.json" \
+    --out "$out/files"
 step etr 70 python3 bench/etr.py --quick --json "$out/files/etr.json" --out "$out/files" \
     --profiles "$out/files/profiles"
 step or_solver_profile 60 python3 -m placement.profiler or_solver --backend cupy
