@@ -29,35 +29,22 @@ from __future__ import annotations
 
 import math
 import multiprocessing as mp
-import os
 import queue
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any
 
 from actors.abandon import Abandon
+from actors.cpu_priority import Policy, lower_priority
 from actors.errors import Abandoned
 
-Policy = Literal["idle", "nice", "thread"]
 POLICIES: tuple[Policy, ...] = ("idle", "nice", "thread")
 #: How often the replica looks at its caller while the child computes (cancellation latency).
 POLL_S = 0.02
 #: How often a stepping-aside child looks whether the online calls are done.
 STEP_ASIDE_POLL_S = 0.001
-
-
-def lower_priority(policy: Policy) -> str:
-    """Lower this process's CPU priority; what was applied ("SCHED_IDLE", "nice 19")."""
-    if policy == "idle" and hasattr(os, "SCHED_IDLE"):
-        try:
-            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-            return "SCHED_IDLE"
-        except OSError:
-            pass  # not allowed here: nice is
-    os.nice(19 - os.nice(0))
-    return "nice 19"
 
 
 class _Child:

@@ -24,6 +24,7 @@ from fastapi_offline import FastAPIOffline
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
+from actors.cpu_priority import raise_priority
 from config import get_settings
 from domain import DispatchPlan, DispatchRound, TrafficClass
 from serve_app import http_edge
@@ -191,6 +192,8 @@ class DispatchIngress(GrpcIngress):
         args: dict[str, Any],
     ) -> None:
         self.args = DispatchAppArgs(**args)
+        self.cpu_priority = raise_priority(self.args.ingress_priority_steps)
+        log.info("Ingress CPU priority: %s", self.cpu_priority)
         api.state.limits = self.args.limits
         self.models = RequestModels.for_limits(self.args.limits)
         self.round_decoder = RoundDecoder.for_limits(self.args.limits)

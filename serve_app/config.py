@@ -257,6 +257,15 @@ class DispatchAppArgs(BaseModel):
         "HAProxy up for it (`orml serve`; serve_app.lean_listener). Off: every request "
         "through Serve's listener.",
     )
+    ingress_priority_steps: int = Field(
+        3,
+        ge=0,
+        le=10,
+        description="Niceness steps the Ingress replicas run above the other replicas (Ray's "
+        "workers, nice 15) where the host allows it (CAP_SYS_NICE): under overload the "
+        "ingress's event loop is the stage that falls behind when the proxy and the refused "
+        "connections want the cores too (actors.cpu_priority). 0: Ray's niceness.",
+    )
     offline_solves: OfflineSolveArgs = Field(default_factory=lambda: OfflineSolveArgs())
     readiness_timeout_s: float = Field(
         2.0, gt=0, le=60, description="How long /readyz waits for each deployment to answer."
