@@ -2,21 +2,26 @@
 
     python bench/overload.py [--quick] [--seconds 10] [--generator poisson|wrk|hey]
                              [--generator-nice replicas|19|0] [--no-proxy-shedding]
-                             [--proxy-serve-defaults] [--json PATH] [--out DIR]
+                             [--proxy-serve-defaults] [--ingress-priority-steps N]
+                             [--json PATH] [--out DIR]
 
 Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-core box) and
 offers 100-rider x 20-order dispatch rounds: first closed-loop with ``hey`` (native) at
 concurrency 4 and at the dispatch lane's capacity (the lane held full, nothing shed); the
-better of the two is the peak (rounds/s the app answers 200). Then 3x, 6x and 10x the peak
-open loop. The overload steps' arrivals are Poisson from ``ops.loadgen``, in a process of its
-own at the replicas' niceness (see ``poisson_run_at``; its CPU share, the rate it sent and how
-late it sent are reported); near-Poisson from ``wrk`` (``--generator wrk``, native: the
-answers' latencies are not split into shed and served); or with ``--generator hey``
-``hey -c C -q Q``, whose C workers tick in step: every 1/Q s a burst of C requests arrives at
-once, the lane takes its capacity of each burst and sheds the rest, and goodput is the lane's
-capacity x Q whatever the server could do (measured: 12 x Q at every C and Q tried).
+better of the two is the unit of the offered rates. Then 3x, 6x and 10x that rate open loop,
+each followed by another closed loop at concurrency 4: the host's speed drifts over minutes, so
+each step's goodput is given both as a share of the run's best closed loop (the peak, the
+stricter figure) and of the mean of the closed loops measured right before and right after it
+(for the first step, the mean of the two initial ones). The overload steps' arrivals are
+Poisson from ``ops.loadgen``, in a process of its own at the replicas' niceness (see
+``poisson_run_at``; its CPU share, the rate it sent and how late it sent are reported);
+near-Poisson from ``wrk`` (``--generator wrk``, native: the answers' latencies are not split
+into shed and served); or with ``--generator hey`` ``hey -c C -q Q``, whose C workers tick in
+step: every 1/Q s a burst of C requests arrives at once, the lane takes its capacity of each
+burst and sheds the rest, and goodput is the lane's capacity x Q whatever the server could do
+(measured: 12 x Q at every C and Q tried).
 
-Per rate: goodput (200s/s, and as a share of the peak), the rate sent and the send lag, the
+Per rate: goodput (200s/s, and as a share of both peaks), the rate sent and the send lag, the
 answers by status, the shed answers' p50/p99 (ms), the served rounds' p50/p99, all answers'
 p50/p99, the edge's CPU (HAProxy and Serve's proxy actor, which parses HAProxy's log: cores,
 and microseconds per answer), and whether every 503 carries Retry-After. Writes
@@ -302,6 +307,12 @@ def main() -> None:
         "connection), a log line per shed, Ray's niceness (before 2026-11-25; "
         "ops.haproxy_config)",
     )
+    ap.add_argument(
+        "--ingress-priority-steps",
+        type=int,
+        help="the Ingress replicas' niceness steps above the other replicas (the app's "
+        "ingress_priority_steps; 0: Ray's niceness, the before of 2026-11-26)",
+    )
     args = ap.parse_args()
     if args.proxy_serve_defaults:  # read by the HAProxy wrapper Ray's workers run, and Serve
         os.environ.update({SERVE_DEFAULTS_ENV: "1", "RAY_SERVE_HAPROXY_NBTHREAD": "4"})
@@ -313,68 +324,82 @@ def main() -> None:
     body_path = args.out / "overload-body.json"
     body_path.write_bytes(body)
     rows = []
-    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
+    steps = (
+        {}
+        if args.ingress_priority_steps is None
+        else {"ingress_priority_steps": args.ingress_priority_steps}
+    )
+    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime", **steps)
     lanes = lane_capacities(app_args.admission) if not args.no_proxy_shedding else None
     with local.local_serve(num_cpus=4, namespace="bench-overload", haproxy_lanes=lanes) as ep:
         local.run_app(app_args)
         local.wait_ready(ep.http)
         url = f"{ep.http}/v1/dispatch"
         hey_csv(url, body_path, ["-z", "3s", "-c", "4"])  # warm
-        edge = edge_cpu_s()
-        peak_run = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", "4"])
-        row = summarize("closed loop, c=4", float("nan"), seconds, peak_run)
-        rows.append(with_edge_cpu(row, edge, seconds))
+
+        def closed_loop(name: str, concurrency: int) -> dict:
+            edge = edge_cpu_s()
+            run = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", str(concurrency)])
+            row = with_edge_cpu(summarize(name, math.nan, seconds, run), edge, seconds)
+            rows.append(row)
+            return row
+
+        closed_loop("closed loop, c=4", 4)
         # The lane full but nothing shed: what holding max_queued requests costs by itself.
         capacity = lane_capacities(app_args.admission)["/v1/dispatch"]
-        edge = edge_cpu_s()
-        full = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", str(capacity)])
-        row = summarize(f"closed loop, c={capacity} (lane full)", math.nan, seconds, full)
-        rows.append(with_edge_cpu(row, edge, seconds))
-        # The peak is the better of the two: goodput under overload is held to the most the
-        # app answered without shedding, not to the lower of two noisy figures.
-        peak = max(rows, key=lambda r: r["goodput_per_s"])["goodput_per_s"]
-        for row in rows:
-            row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
-            log(f"  {row['run']}: {row}")
+        closed_loop(f"closed loop, c={capacity} (lane full)", capacity)
+        # The peak right before an overload step: for the first, the mean of the two closed
+        # loops; then the closed loop measured right after the step before it.
+        before = sum(r["goodput_per_s"] for r in rows) / len(rows)
+        offered_peak = max(r["goodput_per_s"] for r in rows)  # the multiples' unit
         replicas = args.generator_nice == "replicas"
         nice = replicas_niceness() if replicas else int(args.generator_nice)
         for k in multiples:
-            rate = k * peak
+            rate = k * offered_peak
             edge = edge_cpu_s()
             if args.generator == "wrk":
                 row = wrk_row(f"{k}x", url, body_path, rate, seconds, k, args.out, nice)
                 with_edge_cpu(row, edge, seconds)
-                row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
-                rows.append(row)
-                log(f"  {k}x ({rate:.0f}/s offered, wrk): {row}")
-                continue
-            if args.generator == "hey":
-                # each worker ~4 requests/s at most: enough workers to hold the rate while the
-                # admitted ones wait for their round. hey's workers tick in step: bursts.
-                workers = max(8, int(rate / 4))
-                got = hey_csv(
-                    url,
-                    body_path,
-                    ["-z", f"{seconds}s", "-c", str(workers), "-q", f"{rate / workers:.2f}"],
-                )
             else:
-                got = poisson_run_at(nice, ep.http, url, body, rate, seconds, k)
-            row = with_edge_cpu(summarize(f"{k}x", rate, seconds, got), edge, seconds)
-            row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
+                if args.generator == "hey":
+                    # each worker ~4 requests/s at most: enough workers to hold the rate while
+                    # the admitted ones wait for their round. hey's workers tick in step: bursts.
+                    workers = max(8, int(rate / 4))
+                    got = hey_csv(
+                        url,
+                        body_path,
+                        ["-z", f"{seconds}s", "-c", str(workers), "-q", f"{rate / workers:.2f}"],
+                    )
+                else:
+                    got = poisson_run_at(nice, ep.http, url, body, rate, seconds, k)
+                row = with_edge_cpu(summarize(f"{k}x", rate, seconds, got), edge, seconds)
             rows.append(row)
+            # The host's own speed drifts over minutes: each step is also held to the peak
+            # measured on either side of it (alternating, as the peers' benches do).
+            after = closed_loop(f"closed loop, c=4, after {k}x", 4)["goodput_per_s"]
+            row["local_peak_per_s"] = round((before + after) / 2, 1)
+            row["goodput_of_local_peak"] = round(row["goodput_per_s"] / row["local_peak_per_s"], 2)
+            before = after
             log(f"  {k}x ({rate:.0f}/s offered, {args.generator}): {row}")
+        # The peak is the best closed loop of the run: goodput under overload is held to the
+        # most the app answered without shedding, not to the lower of noisy figures.
+        peak = max(r["goodput_per_s"] for r in rows if r["offered_per_s"] != r["offered_per_s"])
+        for row in rows:
+            row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
         retry_after = retry_after_on_every_503(url, body, 200)
     write_csv(args.out / "overload.csv", rows)
     print(
-        "| offered | sent/s (send lag p99 ms) | rounds/s answered 200 | of peak | 503 | other | "
-        "shed p50 / p99 ms | served p50 / p99 ms | all p50 / p99 ms | generator CPU | "
-        "edge CPU (us/answer) |"
+        "| offered | sent/s (send lag p99 ms) | rounds/s answered 200 | of peak | of the peaks "
+        "either side | 503 | other | shed p50 / p99 ms | served p50 / p99 ms | all p50 / p99 ms "
+        "| generator CPU | edge CPU (us/answer) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        either_side = r.get("goodput_of_local_peak", "")
         print(
             f"| {r['run']} ({r['offered_per_s']}/s) | {r['sent_per_s']} ({r['send_lag_p99_ms']}) "
-            f"| {r['goodput_per_s']} | {r['goodput_of_peak']} | {r['shed_503']} | {r['other']} | "
+            f"| {r['goodput_per_s']} | {r['goodput_of_peak']} | {either_side} | {r['shed_503']} | "
+            f"{r['other']} | "
             f"{r['shed_p50_ms']} / {r['shed_p99_ms']} | {r['served_p50_ms']} / "
             f"{r['served_p99_ms']} | {r['all_p50_ms']} / {r['all_p99_ms']} | "
             f"{r['generator_cpu_share']} | {r['edge_cpu_share']} ({r['edge_us_per_answer']}) |"
@@ -383,6 +408,7 @@ def main() -> None:
     if args.generator != "hey":
         print(f"overload steps' generator: {args.generator} at niceness {args.generator_nice}")
     print("HAProxy: " + ("Serve's defaults" if args.proxy_serve_defaults else "ops.haproxy_config"))
+    print(f"Ingress replicas: {app_args.ingress_priority_steps} niceness steps above the others")
     plot(rows, args.out / "overload.png")
     if args.json:
         args.json.write_text(
