@@ -14,8 +14,9 @@ cluster around it:
   group has as many pods as the deployments need whole cards (replicas x ``num_gpus``, summed
   per type and rounded up), ``gpus_per_pod`` cards each.
 
-Every pod gets the environment ``orml serve`` gives its local Ray (``ops.local``), and
-the secrets of ``SECRET_ENV`` from a Secret when one is named.
+Every pod gets the environment ``orml serve`` gives its local Ray (``ops.local``), the
+secrets of ``SECRET_ENV`` from a Secret when one is named, and ``CAP_SYS_NICE`` (HAProxy and
+the Ingress replicas raise their CPU priority above the other replicas').
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def _container(name: str, o: RayServiceOptions, cpus: int, memory_gi: int) -> di
         "image": o.image,
         "resources": {"limits": limits, "requests": dict(limits)},
         "env": env,
+        # Lets HAProxy and the Ingress replicas run a few niceness steps above Ray's workers
+        # (ops/haproxy_config.py, actors/cpu_priority.py); nothing else of the pod's changes.
+        "securityContext": {"capabilities": {"add": ["SYS_NICE"]}},
     }
 
 

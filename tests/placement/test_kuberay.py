@@ -80,6 +80,8 @@ def test_every_pod_template_is_a_valid_kubernetes_pod_template(tmp_path):
                 "template": template,
             }
             kubernetes_validate.validate(doc, version, strict=True)
+            for container in template["spec"]["containers"]:  # HAProxy, the Ingress: raise
+                assert container["securityContext"]["capabilities"]["add"] == ["SYS_NICE"]
     bad = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}}
     bad["template"] = {"spec": {"containers": [{"name": "x", "image": "i", "gpus": 1}]}}
     with pytest.raises(kubernetes_validate.ValidationError):  # the check does refuse
