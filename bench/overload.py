@@ -49,7 +49,7 @@ from common import log, parser, run_hey, write_csv
 
 from ops import local
 from ops.haproxy_config import SERVE_DEFAULTS_ENV
-from ops.loadgen import HttpLoad, encode_request
+from ops.loadgen import HttpLoad, encode_request, run_load
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
 from serve_app.http_routes import lane_capacities
@@ -75,7 +75,6 @@ def poisson_run(
 ) -> tuple[list[Answer], float]:
     """Open-loop Poisson arrivals at ``rate`` for ``seconds`` (``ops.loadgen``): every
     request and the generator's CPU seconds."""
-    import asyncio
 
     async def go() -> Any:
         gen = HttpLoad(base, max_connections=1024, timeout_s=30)
@@ -84,7 +83,7 @@ def poisson_run(
         finally:
             await gen.close()
 
-    run = asyncio.run(go())
+    run = run_load(go())
     return [(r.latency_s, r.status, r.lag_s) for r in run.results], run.cpu_share * run.wall_s
 
 

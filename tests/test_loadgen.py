@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import random
 
-from ops.loadgen import HttpLoad, encode_request
+import pytest
+
+from ops.loadgen import HttpLoad, encode_request, run_load
 
 
 async def _serve(counter: list[int]) -> asyncio.Server:
@@ -38,9 +40,9 @@ async def _serve(counter: list[int]) -> asyncio.Server:
     return await asyncio.start_server(handle, "127.0.0.1", 0)
 
 
-def _against_server(path: str, max_connections: int, load) -> tuple:
-    """``load(generator, url)`` (a coroutine) against a fresh ``_serve``: its result and how
-    many requests the server read."""
+def _against_server(path: str, max_connections: int, load, runner=asyncio.run) -> tuple:
+    """``load(generator, url)`` (a coroutine) against a fresh ``_serve``, on the event loop
+    ``runner`` runs: its result and how many requests the server read."""
 
     async def go():
         counter = [0]
@@ -53,14 +55,16 @@ def _against_server(path: str, max_connections: int, load) -> tuple:
             await gen.close()
             server.close()
 
-    return asyncio.run(go())
+    return runner(go())
 
 
-def test_open_loop_sends_the_schedule_and_reads_every_answer():
+@pytest.mark.parametrize("runner", [asyncio.run, run_load], ids=["asyncio", "run_load"])
+def test_open_loop_sends_the_schedule_and_reads_every_answer(runner):
     run, served = _against_server(
         "/v1/dispatch",
         64,
         lambda gen, url: gen.open_loop([encode_request(url, b"x" * 1000)], 200.0, 1.0, seed=7),
+        runner,
     )
     # The arrivals are Poisson from the seed: exactly those sent, each answered.
     rng, at, scheduled = random.Random(7), 0.0, 0

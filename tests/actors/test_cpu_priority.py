@@ -33,20 +33,39 @@ def _raise_in_child(steps: int, out) -> None:
     later = threading.Thread(target=lambda: after_nice.append(os.getpriority(os.PRIO_PROCESS, 0)))
     later.start()
     later.join()
-    tids = [int(t) for t in os.listdir("/proc/self/task")]
-    out.send((applied, sorted({os.getpriority(os.PRIO_PROCESS, t) for t in tids}), after_nice[0]))
+    out.send((applied, sorted(_thread_nices()), after_nice[0]))
     stop.set()
     before.join()
 
 
-def _run(steps: int):
+def _thread_nices() -> set[int]:
+    """The nice values of this process's threads now (one that ends meanwhile is left out)."""
+    nices = set()
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            nices.add(os.getpriority(os.PRIO_PROCESS, int(tid)))
+        except ProcessLookupError:
+            continue
+    return nices
+
+
+def _in_child(target, *args):
+    """``target(*args, pipe)`` in a spawned child: what it sent (fails at once if it died)."""
+    if os.nice(0) > 10:  # the children go to nice 10, which takes raising a priority from here
+        pytest.skip("this process runs below nice 10")
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_raise_in_child, args=(steps, child))
+    proc = ctx.Process(target=target, args=(*args, child))
     proc.start()
-    got = parent.recv()
-    proc.join(10)
-    return got
+    try:
+        assert parent.poll(60), f"the child sent nothing (exit code {proc.exitcode})"
+        return parent.recv()
+    finally:
+        proc.join(10)
+
+
+def _run(steps: int):
+    return _in_child(_raise_in_child, steps)
 
 
 def _may_raise() -> bool:
@@ -92,12 +111,7 @@ def _lower_in_child(out) -> None:
 
 
 def test_lower_priority_nice_goes_to_19() -> None:
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_lower_in_child, args=(child,))
-    proc.start()
-    assert parent.recv() == ("nice 19", 19)
-    proc.join(10)
+    assert _in_child(_lower_in_child) == ("nice 19", 19)
 
 
 def _raise_unprivileged(out) -> None:
@@ -109,10 +123,5 @@ def _raise_unprivileged(out) -> None:
 @linux
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to drop")
 def test_without_the_capability_nothing_changes() -> None:
-    ctx = mp.get_context("spawn")
-    parent, child = ctx.Pipe()
-    proc = ctx.Process(target=_raise_unprivileged, args=(child,))
-    proc.start()
-    applied, nice = parent.recv()
-    proc.join(10)
+    applied, nice = _in_child(_raise_unprivileged)
     assert applied.startswith("unchanged") and nice == 10
