@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from actors.cpu_priority import Policy as OfflinePriority
 from actors.device import GuardSettings
 from actors.emulation import Emulation
 from config import BackendChoice
@@ -212,7 +213,7 @@ class OfflineSolveArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    priority: Literal["idle", "nice", "thread"] = Field(
+    priority: OfflinePriority = Field(
         "idle",
         description="idle: child processes at SCHED_IDLE, run by the OS only when online work "
         "leaves a CPU free; nice: the same at nice 19; thread: the replica's own worker thread "
