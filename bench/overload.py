@@ -2,7 +2,8 @@
 
     python bench/overload.py [--quick] [--seconds 10] [--generator poisson|wrk|hey]
                              [--generator-nice replicas|19|0] [--no-proxy-shedding]
-                             [--proxy-serve-defaults] [--ingress-priority-steps N]
+                             [--proxy-serve-defaults] [--proxy-queue-ms MS]
+                             [--ingress-priority-steps N]
                              [--json PATH] [--out DIR]
 
 Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-core box) and
@@ -48,7 +49,7 @@ import numpy as np
 from common import log, parser, run_hey, write_csv
 
 from ops import local
-from ops.haproxy_config import SERVE_DEFAULTS_ENV
+from ops.haproxy_config import QUEUE_MS, QUEUE_MS_ENV, SERVE_DEFAULTS_ENV
 from ops.loadgen import HttpLoad, encode_request, run_load
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
@@ -312,7 +313,15 @@ def main() -> None:
         help="the Ingress replicas' niceness steps above the other replicas (the app's "
         "ingress_priority_steps; 0: Ray's niceness, the before of 2026-11-26)",
     )
+    ap.add_argument(
+        "--proxy-queue-ms",
+        type=int,
+        default=QUEUE_MS,
+        help=f"how long a request past a lane's capacity waits in HAProxy's queue before its "
+        f"503 (default {QUEUE_MS}; 15 before 2026-11-26)",
+    )
     args = ap.parse_args()
+    os.environ[QUEUE_MS_ENV] = str(args.proxy_queue_ms)  # read by the HAProxy wrapper
     if args.proxy_serve_defaults:  # read by the HAProxy wrapper Ray's workers run, and Serve
         os.environ.update({SERVE_DEFAULTS_ENV: "1", "RAY_SERVE_HAPROXY_NBTHREAD": "4"})
     args.out.mkdir(parents=True, exist_ok=True)
@@ -407,11 +416,19 @@ def main() -> None:
     if args.generator != "hey":
         print(f"overload steps' generator: {args.generator} at niceness {args.generator_nice}")
     print("HAProxy: " + ("Serve's defaults" if args.proxy_serve_defaults else "ops.haproxy_config"))
+    print(f"HAProxy's lane queue: {args.proxy_queue_ms} ms")
     print(f"Ingress replicas: {app_args.ingress_priority_steps} niceness steps above the others")
     plot(rows, args.out / "overload.png")
     if args.json:
         args.json.write_text(
-            json.dumps({"runs": rows, "retry_after_on_503": retry_after}, indent=1)
+            json.dumps(
+                {
+                    "runs": rows,
+                    "retry_after_on_503": retry_after,
+                    "proxy_queue_ms": args.proxy_queue_ms,
+                },
+                indent=1,
+            )
         )
 
 

@@ -9,12 +9,12 @@ this module, then the real binary with the same arguments). Three changes:
 * **Shedding in front of Python.** Each admission lane with a path of its own gets an HTTP
   backend of its own whose servers (the Ingress replicas) take at most the lane's capacity at
   once (``maxconn`` = the lane's ``max_in_flight`` + ``max_queued``): the requests past it
-  wait in HAProxy's queue for ``queue_ms`` and are then answered 503 + Retry-After by HAProxy
-  itself. Shed this way a request costs the ingress nothing: before, a 100 x 20 round shed at
-  10x the peak still cost the ingress its 150 KB body and ~1 ms of Python, and goodput fell
-  to 0.58 of the peak, against 0.80 shed here (docs/benchmarks.md, "The edge"). Admission in
-  the ingress stays the same (classes, deadlines, Retry-After from the queue's drain time);
-  HAProxy only keeps the excess from reaching it.
+  wait in HAProxy's queue for ``queue_ms`` (``QUEUE_MS``) and are then answered 503 +
+  Retry-After by HAProxy itself. Shed this way a request costs the ingress nothing: before,
+  a 100 x 20 round shed at 10x the peak still cost the ingress its 150 KB body and ~1 ms of
+  Python, and goodput fell to 0.58 of the peak, against 0.80 shed here (docs/benchmarks.md,
+  "The edge"). Admission in the ingress stays the same (classes, deadlines, Retry-After from
+  the queue's drain time); HAProxy only keeps the excess from reaching it.
 
   Each lane backend's server for an Ingress replica that registered a listener of its own
   (``serve_app.lean_listener``: the same app without Serve's per-request wrapper) points at
@@ -55,7 +55,14 @@ from serve_app.lean_listener import PORTS_DIR_ENV, registered_ports
 LANES_ENV = "ORML_HAPROXY_LANES"
 REAL_BINARY_ENV = "ORML_HAPROXY_REAL_BINARY"
 #: How long a request past a lane's capacity waits in HAProxy's queue for a slot, then 503.
-QUEUE_MS = 15
+#: The queue only has to bridge the moment between a slot freeing and the next request
+#: taking it (the lane's own ``max_queued`` keeps the replicas fed); at 10x the peak each
+#: ms of it holds another ~1 refused 150 KB body in the proxy. 5 ms against 15: shed p99
+#: ~10 ms against ~20, goodput the same within the runs' spread (docs/benchmarks.md).
+QUEUE_MS = 5
+#: ``ORML_HAPROXY_QUEUE_MS=N`` sets the lanes' queue time instead (``bench/overload.py
+#: --proxy-queue-ms``).
+QUEUE_MS_ENV = "ORML_HAPROXY_QUEUE_MS"
 SHED_BODY = '{"detail": "shed: the lane is full (at the proxy)"}'
 #: HAProxy's buffer size: a lane request's body up to this size is read whole before it is
 #: queued (a 100 x 20 dispatch round is ~150 KB; larger ones stream as before). Memory: about
@@ -212,13 +219,16 @@ def main(argv: list[str]) -> None:
     """The wrapper: rewrite the config named after ``-f``, then run the real HAProxy."""
     lanes = json.loads(read_env(LANES_ENV) or "{}")
     cheap = read_env(SERVE_DEFAULTS_ENV) != "1"
+    queue_ms = int(read_env(QUEUE_MS_ENV) or QUEUE_MS)
     if "-f" in argv:
         path = argv[argv.index("-f") + 1]
         if os.path.isfile(path):
             with open(path) as f:
                 config = f.read()
             with open(path, "w") as f:
-                f.write(rewrite(config, lanes, lean_ports=_lean_ports(), cheap_sheds=cheap))
+                f.write(
+                    rewrite(config, lanes, queue_ms, lean_ports=_lean_ports(), cheap_sheds=cheap)
+                )
     real = read_env(REAL_BINARY_ENV)
     if real is None:
         raise SystemExit(f"{REAL_BINARY_ENV} is not set: the real HAProxy binary is unknown")

@@ -3,7 +3,10 @@ it, is valid for the real HAProxy binary and sheds each lane's excess at the pro
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +109,30 @@ def test_lane_servers_point_at_the_replicas_own_listeners_where_registered(confi
         [get_haproxy_binary(), "-c", "-f", str(path)], capture_output=True, text=True
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("queue_ms", [None, 7])
+def test_the_wrapper_sets_the_lanes_queue_time(config, tmp_path, queue_ms):
+    """The wrapper Serve runs as its HAProxy rewrites the config file in place, with the lanes'
+    queue time from ``ORML_HAPROXY_QUEUE_MS`` where set, then runs the real binary."""
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(config)
+    env = {
+        **os.environ,
+        "ORML_HAPROXY_LANES": json.dumps({"/v1/dispatch": 12}),
+        "ORML_HAPROXY_REAL_BINARY": "/bin/true",
+        "ORML_HAPROXY_SERVE_DEFAULTS": "0",
+    }
+    env.pop("ORML_HAPROXY_QUEUE_MS", None)
+    if queue_ms is not None:
+        env["ORML_HAPROXY_QUEUE_MS"] = str(queue_ms)
+    root = Path(__file__).resolve().parents[2]
+    subprocess.run(
+        [sys.executable, "-m", "ops.haproxy_config", "-f", str(cfg)],
+        env=env,
+        cwd=root,
+        check=True,
+        timeout=60,
+    )
+    section = cfg.read_text().split("backend http-orml-lane0\n")[1].split("\nbackend ")[0]
+    assert f"timeout queue {queue_ms or QUEUE_MS}ms" in section
