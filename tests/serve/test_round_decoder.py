@@ -6,6 +6,7 @@ if it decodes, the models accept it too and build the same round."""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -129,7 +130,10 @@ def _paths(obj, here=()):
 )
 def test_a_body_the_fast_path_accepts_is_read_as_the_models_read_it(seed, edits):
     body = base_body(6, 4, seed)
-    for pick, how, value in edits:
+    for pick, how, shared in edits:
+        # sampled_from hands out the same list and dict objects every time: a copy, so that
+        # no example mutates them for the next and the body never holds itself (a cycle).
+        value = copy.deepcopy(shared)
         places = list(_paths(body))
         container, key = places[pick % len(places)]
         if how == "set":
