@@ -11,7 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from ops.haproxy_config import BUFFER_BYTES, QUEUE_MS, proxy_threads, rewrite
+from ops.haproxy_config import (
+    BUFFER_BYTES,
+    LANES_ENV,
+    QUEUE_MS,
+    QUEUE_MS_ENV,
+    REAL_BINARY_ENV,
+    SERVE_DEFAULTS_ENV,
+    proxy_threads,
+    rewrite,
+)
 from serve_app.config import AdmissionArgs
 from serve_app.http_routes import lane_capacities
 
@@ -114,18 +123,18 @@ def test_lane_servers_point_at_the_replicas_own_listeners_where_registered(confi
 @pytest.mark.parametrize("queue_ms", [None, 7])
 def test_the_wrapper_sets_the_lanes_queue_time(config, tmp_path, queue_ms):
     """The wrapper Serve runs as its HAProxy rewrites the config file in place, with the lanes'
-    queue time from ``ORML_HAPROXY_QUEUE_MS`` where set, then runs the real binary."""
+    queue time from ``QUEUE_MS_ENV`` where set, then runs the real binary."""
     cfg = tmp_path / "haproxy.cfg"
     cfg.write_text(config)
     env = {
         **os.environ,
-        "ORML_HAPROXY_LANES": json.dumps({"/v1/dispatch": 12}),
-        "ORML_HAPROXY_REAL_BINARY": "/bin/true",
-        "ORML_HAPROXY_SERVE_DEFAULTS": "0",
+        LANES_ENV: json.dumps({"/v1/dispatch": 12}),
+        REAL_BINARY_ENV: "/bin/true",
+        SERVE_DEFAULTS_ENV: "0",
     }
-    env.pop("ORML_HAPROXY_QUEUE_MS", None)
+    env.pop(QUEUE_MS_ENV, None)
     if queue_ms is not None:
-        env["ORML_HAPROXY_QUEUE_MS"] = str(queue_ms)
+        env[QUEUE_MS_ENV] = str(queue_ms)
     root = Path(__file__).resolve().parents[2]
     subprocess.run(
         [sys.executable, "-m", "ops.haproxy_config", "-f", str(cfg)],
