@@ -9,7 +9,8 @@ scaled by its size and shifted by its time zone. From the orders come three stre
   orders (placed in the last ``open_order_min``); its work is orders x candidate couriers
   (at most ``candidates_per_order`` each), and
   rounds of ``large_round_orders`` or more go to ``dispatch_large``; a city with more open
-  orders than ``max_round_orders`` runs one round per dispatch zone;
+  orders than ``max_round_orders`` runs one round per dispatch zone, the zones' rounds of a
+  period together or spread over it (``zone_rounds``);
 - ``bulk``   offline ETR: re-scoring jobs of ``offline_rows_per_request`` rows, arriving at a
   steady rate all day, ``offline_rows_per_order`` rows per order of the day.
 
@@ -154,7 +155,12 @@ def make_arrivals(scenario: Scenario, cities: list[City], rng: np.random.Generat
             ticks, n_open = ticks[keep], n_open[keep]
             # A city larger than a dispatch zone runs one round per zone, zones of equal size.
             zones = np.ceil(n_open / tr.max_round_orders).astype(int)
-            ticks = np.repeat(ticks, zones) + 0.1 * _index_within(zones)
+            step = (
+                tr.round_period_s / zones
+                if tr.zone_rounds == "spread"
+                else np.full(len(zones), 0.1)
+            )
+            ticks = np.repeat(ticks, zones) + np.repeat(step, zones) * _index_within(zones)
             n_open = np.repeat(np.ceil(n_open / zones), zones)
             couriers = np.minimum(np.ceil(n_open * tr.riders_per_order), tr.candidates_per_order)
             dep = np.where(n_open >= tr.large_round_orders, index[large], index[small])
