@@ -6,12 +6,14 @@ unit their name says (``_s``, ``_ms``, ``_min``, ``_h``), memory in MiB unless `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from devices.catalog import GpuType, gpu_types, parse_model, read_yaml
+from devices.catalog import DeviceInputError, GpuType, gpu_types, parse_model, read_yaml
 
 SCENARIO_PATH = Path(__file__).with_name("scenario.yaml")
 
@@ -155,5 +157,23 @@ class Scenario(_Strict):
         return self
 
 
-def load_scenario(path: Path = SCENARIO_PATH) -> Scenario:
-    return parse_model(Scenario, read_yaml(path), path)
+def load_scenario(path: Path = SCENARIO_PATH, overrides: Sequence[str] = ()) -> Scenario:
+    """The scenario in ``path`` with ``overrides`` applied before it is validated: each
+    ``dotted.key=VALUE``, VALUE read as YAML (``traffic.zone_rounds=spread``,
+    ``tuning.targets=[0.6, 0.5]``). Raises DeviceInputError naming the bad override or field."""
+    raw = read_yaml(path)
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise DeviceInputError(f"override {item!r}: expected dotted.key=VALUE")
+        *parents, leaf = key.split(".")
+        node = raw
+        for name in parents:
+            node = node.get(name) if isinstance(node, dict) else None
+            if not isinstance(node, dict):
+                raise DeviceInputError(f"override {item!r}: {key} is not a scenario field")
+        try:
+            node[leaf] = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise DeviceInputError(f"override {item!r}: not a YAML value ({exc})") from exc
+    return parse_model(Scenario, raw, path)

@@ -25,6 +25,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
     sp.add_argument("--quick", action="store_true", help="10 cities (a few minutes on 2 cores)")
     sp.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a scenario setting (dotted key, YAML value), e.g. "
+        "--set traffic.zone_rounds=spread",
+    )
+    sp.add_argument(
         "--policies",
         default="ours,serve_default,ffd,best_single_type,serve_default_equal_cost",
         help="comma-separated: ours, serve_default, ffd, best_single_type, "
@@ -41,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from fleet.report import plot, table, write_json
     from fleet.scenario import SCENARIO_PATH, load_scenario
 
-    scenario = load_scenario(args.scenario or SCENARIO_PATH)
+    scenario = load_scenario(args.scenario or SCENARIO_PATH, args.set)
     update = {}
     if args.quick:
         update["cities"] = 10

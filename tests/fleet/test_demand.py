@@ -15,11 +15,13 @@ from fleet.scenario import load_scenario
 def test_a_city_of_three_zones_sends_its_rounds_together_or_spread_over_the_period(
     zone_rounds: str, offsets: list[float]
 ) -> None:
-    base = load_scenario()
-    traffic = base.traffic.model_copy(
-        update={"zone_rounds": zone_rounds, "round_period_s": 30.0, "max_round_orders": 1000}
+    scenario = load_scenario(
+        overrides=[
+            f"traffic.zone_rounds={zone_rounds}",
+            "traffic.round_period_s=30",
+            "traffic.max_round_orders=1000",
+        ]
     )
-    scenario = base.model_copy(update={"traffic": traffic})
     # 2500 orders at once: every round of the next 40 minutes sees three zones.
     city = City(0, "x", 1.0, 0.0, np.sort(np.linspace(0.0, 0.001, 2500)))
     arr = make_arrivals(scenario, [city], np.random.default_rng(0))
