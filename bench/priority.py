@@ -1,6 +1,7 @@
 """Priority down to the CPU: online dispatch beside a flood of real static solves.
 
-    python bench/priority.py [--quick] [--seconds 20] [--rate 10] [--json PATH] [--out DIR]
+    python bench/priority.py [--quick] [--seconds 20] [--blocks 3] [--rate 10] [--json PATH]
+                             [--out DIR]
 
 Starts the app as deploy.yaml runs it on the CPU (one solver replica, caches off) and sends
 100-rider x 20-order dispatch rounds open-loop at ``--rate`` per second (new orders each), first
@@ -13,8 +14,10 @@ thread   the solve in the replica's worker thread (stepping aside between LNS st
 idle xN  the solves in N child processes of the replica at SCHED_IDLE (1 and 2);
 nice x2  the same at nice 19.
 
-Per case: online p50/p99 (ms) and its ratio to online alone measured right before it on the
-same app (the host's speed drifts over a run's minutes), errors; static solves answered (and
+Per case: online p50/p99 (ms) and its ratio to online alone on the same app, the two measured
+in ``--blocks`` alternating blocks of ``--seconds`` each (the host's speed drifts over a run's
+minutes; each condition's percentiles pool its blocks' rounds, and each block pair's own p99
+ratio is listed to show the spread), errors; static solves answered (and
 feasible); the offline work's CPU seconds (idle/nice: the child processes; thread: the solver
 process's CPU beyond what it used in the online-alone run) and its share of the spare CPU
 (offline CPU / (offline CPU + the box's idle CPU over the run, from /proc/stat)). Then, in this
@@ -39,7 +42,7 @@ import psutil
 from common import log, parser, write_csv
 
 from ops import local
-from ops.loadgen import beside_flood, encode_request, percentile_ms
+from ops.loadgen import beside_flood, encode_request
 from planner import generate_round
 from planner.pdptw.instance import load_instance
 from serve_app.config import DispatchAppArgs
@@ -82,31 +85,44 @@ def cpu_s(proc: psutil.Process) -> float:
     return t.user + t.system
 
 
-def run_case(
-    base: str, case: str, online: list[bytes], flood: list[bytes], rate: float, seconds: float
-) -> dict[str, Any]:
+def run_block(
+    base: str, online: list[bytes], flood: list[bytes], rate: float, seconds: float
+) -> tuple[dict[str, Any], list[float]]:
+    """One block of ``seconds``: its counters and the answered online rounds' latencies (s)."""
     stats = solver_stats()
     solver = psutil.Process(stats["pid"])
     children = [psutil.Process(pid) for pid in stats["offline_pids"]]
     idle0, solver0 = box_idle_s(), cpu_s(solver)
     child0 = sum(cpu_s(c) for c in children)
     got_online, got_flood = asyncio.run(beside_flood(base, online, rate, flood, 2, seconds))
-    idle = box_idle_s() - idle0
     ok = got_online.ok()
-    row: dict[str, Any] = {
-        "case": case,
-        "online_rps": round(got_online.goodput_rps(), 1),
-        "online_p50_ms": round(percentile_ms(ok, 50), 1),
-        "online_p99_ms": round(percentile_ms(ok, 99), 1),
+    counters = {
+        "online_sent": len(got_online.results),
         "online_errors": len(got_online.results) - len(ok),
         "solves_ok": len(got_flood.ok()) if got_flood else 0,
         "solves_other": (len(got_flood.results) - len(got_flood.ok())) if got_flood else 0,
-        "solver_cpu_s": round(cpu_s(solver) - solver0, 2),
-        "child_cpu_s": round(sum(cpu_s(c) for c in children) - child0, 2),
-        "box_idle_s": round(idle, 2),
-        "generator_cpu": round(got_online.cpu_share, 3),
+        "solver_cpu_s": cpu_s(solver) - solver0,
+        "child_cpu_s": sum(cpu_s(c) for c in children) - child0,
+        "box_idle_s": box_idle_s() - idle0,
+        "generator_cpu": got_online.cpu_share,
     }
-    log(f"  {row}")
+    return counters, [r.latency_s for r in ok]
+
+
+def pooled(case: str, blocks: list[tuple[dict[str, Any], list[float]]], seconds: float) -> dict:
+    """One row for a condition's blocks: counters summed, percentiles over every block's
+    latencies together, and each block's own p99 (ms) to show the spread."""
+    latencies = [x for _, lat in blocks for x in lat]
+    row: dict[str, Any] = {"case": case, "blocks": len(blocks)}
+    for key in ("online_sent", "online_errors", "solves_ok", "solves_other"):
+        row[key] = sum(c[key] for c, _ in blocks)
+    for key in ("solver_cpu_s", "child_cpu_s", "box_idle_s"):
+        row[key] = round(sum(c[key] for c, _ in blocks), 2)
+    row["online_rps"] = round(len(latencies) / (seconds * len(blocks)), 1)
+    row["online_p50_ms"] = round(float(np.percentile(latencies, 50)) * 1e3, 1)
+    row["online_p99_ms"] = round(float(np.percentile(latencies, 99)) * 1e3, 1)
+    row["block_p99_ms"] = [round(float(np.percentile(lat, 99)) * 1e3, 1) for _, lat in blocks]
+    row["generator_cpu"] = round(max(c["generator_cpu"] for c, _ in blocks), 3)
     return row
 
 
@@ -138,9 +154,13 @@ def main() -> None:
     ap = parser(__doc__, "8 s per case, thread and idle only")
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--rate", type=float, default=10.0, help="online rounds per second")
+    ap.add_argument(
+        "--blocks", type=int, default=3, help="alone / beside-the-flood blocks per case"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     seconds = 8.0 if args.quick else args.seconds
+    blocks = 1 if args.quick else args.blocks
     cases = CASES[:3] if args.quick else CASES
     instance = load_instance(INSTANCE)
     rows: list[dict[str, Any]] = []
@@ -177,17 +197,27 @@ def main() -> None:
             local.wait_ready(base)
             wait_for_warm_kernels()
             asyncio.run(beside_flood(base, online, args.rate, flood[:4], 2, 3.0))  # warm both paths
-            # Online alone right before each flood, on the same app: the host's speed drifts
-            # over the minutes a run takes, and one p99 of a few hundred rounds is noisy.
-            alone = run_case(base, "online alone", online, [], args.rate, seconds)
+            # Online alone and beside the flood in alternating blocks on the same app: the
+            # host's speed drifts over the minutes a run takes, and one p99 of a few hundred
+            # rounds is noisy, so each condition's percentiles pool its blocks.
+            alone_blocks, flood_blocks = [], []
+            for _ in range(blocks):
+                alone_blocks.append(run_block(base, online, [], args.rate, seconds))
+                flood_blocks.append(run_block(base, online, flood, args.rate, seconds))
+            alone = pooled("online alone", alone_blocks, seconds)
+            case = f"online + flood, {policy}" + (f" x{processes}" if policy != "thread" else "")
+            row = pooled(case, flood_blocks, seconds)
+            log(f"  {alone}\n  {row}")
             if n == 0:
                 rows.append(alone)
-            case = f"online + flood, {policy}" + (f" x{processes}" if policy != "thread" else "")
-            row = run_case(base, case, online, flood, args.rate, seconds)
             row["alone_p99_ms"], row["alone_solver_cpu_s"] = (
                 alone["online_p99_ms"],
                 alone["solver_cpu_s"],
             )
+            row["block_p99_vs_alone"] = [
+                round(f / a, 2)
+                for f, a in zip(row["block_p99_ms"], alone["block_p99_ms"], strict=True)
+            ]
             rows.append(row)
     for r in rows:
         alone_p99 = r.get("alone_p99_ms", r["online_p99_ms"])
@@ -207,18 +237,20 @@ def main() -> None:
 
 def report(rows: list[dict[str, Any]], gaps: dict[str, float], rate: float, seconds: float) -> None:
     print(
-        f"\nOnline 100 x 20 rounds at {rate:g}/s for {seconds:g} s; flood: lc101 solves, "
+        f"\nOnline 100 x 20 rounds at {rate:g}/s, blocks of {seconds:g} s; flood: lc101 solves, "
         f"{SOLVE_LIMIT_S:g} s each, 2 at once\n"
     )
     print(
-        "| case | online p50 / p99 ms | alone right before: p99 ms | p99 vs alone | online "
-        "errors | solves ok | offline CPU s | of spare CPU |"
+        "| case | online p50 / p99 ms | alone, the blocks between: p99 ms | p99 vs alone | "
+        "per block | online errors | solves ok | offline CPU s | of spare CPU |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['case']} | {r['online_p50_ms']} / {r['online_p99_ms']} | "
-            f"{r.get('alone_p99_ms', '')} | {r['online_p99_vs_alone']}x | {r['online_errors']} | "
+            f"{r.get('alone_p99_ms', '')} | {r['online_p99_vs_alone']}x | "
+            f"{', '.join(f'{x}x' for x in r.get('block_p99_vs_alone', []))} | "
+            f"{r['online_errors']} | "
             f"{r['solves_ok']} | "
             f"{r.get('offline_cpu_s', '')} | {r.get('offline_share_of_spare', '')} |"
         )
