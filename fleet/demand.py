@@ -10,7 +10,7 @@ scaled by its size and shifted by its time zone. From the orders come three stre
   (at most ``candidates_per_order`` each), and
   rounds of ``large_round_orders`` or more go to ``dispatch_large``; a city with more open
   orders than ``max_round_orders`` runs one round per dispatch zone, the zones' rounds of a
-  period together or spread over it (``zone_rounds``);
+  period together, spread over it or each at a phase of its own (``zone_rounds``);
 - ``bulk``   offline ETR: re-scoring jobs of ``offline_rows_per_request`` rows, arriving at a
   steady rate all day, ``offline_rows_per_order`` rows per order of the day.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from domain import TrafficClass
-from fleet.scenario import Scenario
+from fleet.scenario import Scenario, Traffic
 from planner.mdrp.instance import load_instance
 
 
@@ -155,12 +155,7 @@ def make_arrivals(scenario: Scenario, cities: list[City], rng: np.random.Generat
             ticks, n_open = ticks[keep], n_open[keep]
             # A city larger than a dispatch zone runs one round per zone, zones of equal size.
             zones = np.ceil(n_open / tr.max_round_orders).astype(int)
-            step = (
-                tr.round_period_s / zones
-                if tr.zone_rounds == "spread"
-                else np.full(len(zones), 0.1)
-            )
-            ticks = np.repeat(ticks, zones) + np.repeat(step, zones) * _index_within(zones)
+            ticks = np.repeat(ticks, zones) + _zone_offsets(zones, tr, rng)
             n_open = np.repeat(np.ceil(n_open / zones), zones)
             couriers = np.minimum(np.ceil(n_open * tr.riders_per_order), tr.candidates_per_order)
             dep = np.where(n_open >= tr.large_round_orders, index[large], index[small])
@@ -206,6 +201,21 @@ def _part(t, deployment, online, rows, work, kind, city: City) -> tuple:
         np.full(n, kind),
         np.full(n, city.id),
     )
+
+
+def _zone_offsets(zones: np.ndarray, tr: Traffic, rng: np.random.Generator) -> np.ndarray:
+    """float64[zones.sum()]: when each zone's round starts after its city's tick (s), for
+    ticks of ``zones`` int[n] zones each. burst: 0.1 s apart; spread: evenly over the period;
+    random: zone k at a phase of its own for the whole day (uniform in the period, zone 0 at
+    the tick), as zones dispatched by clocks of their own would be."""
+    k = _index_within(zones)
+    if tr.zone_rounds == "spread":
+        return k * np.repeat(tr.round_period_s / zones, zones)
+    if tr.zone_rounds == "random":
+        phases = rng.uniform(0.0, tr.round_period_s, int(zones.max(initial=1)))
+        phases[0] = 0.0
+        return phases[k]
+    return 0.1 * k
 
 
 def _index_within(counts: np.ndarray) -> np.ndarray:

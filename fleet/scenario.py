@@ -36,11 +36,12 @@ class Traffic(_Strict):
     candidates_per_order: int = Field(ge=1)
     large_round_orders: int = Field(ge=1)
     max_round_orders: int = Field(ge=1, description="A dispatch zone's orders, at most.")
-    zone_rounds: Literal["burst", "spread"] = Field(
+    zone_rounds: Literal["burst", "spread", "random"] = Field(
         "burst",
         description="When a city's zone rounds of one period start: 'burst' 0.1 s apart (one "
         "dispatch tick for the whole city), 'spread' evenly over the period (zone k of Z at "
-        "k x round_period_s / Z).",
+        "k x round_period_s / Z), 'random' each zone at a phase of its own all day (uniform in "
+        "the period: zones dispatched on clocks of their own).",
     )
     queries_per_order: float = Field(ge=0)
     query_lead_min: float = Field(gt=0)
