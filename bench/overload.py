@@ -3,8 +3,8 @@
     python bench/overload.py [--quick] [--seconds 10] [--generator poisson|wrk|hey]
                              [--generator-nice replicas|19|0] [--no-proxy-shedding]
                              [--proxy-serve-defaults] [--proxy-queue-ms MS]
-                             [--ingress-priority-steps N]
-                             [--json PATH] [--out DIR]
+                             [--ingress-priority-steps N] [--ingress-replicas N]
+                             [--clients plain|expect|both] [--json PATH] [--out DIR]
 
 Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-core box) and
 offers 100-rider x 20-order dispatch rounds: first closed-loop with ``hey`` (native) at
@@ -20,7 +20,10 @@ near-Poisson from ``wrk`` (``--generator wrk``, native: the answers' latencies a
 into shed and served); or with ``--generator hey`` ``hey -c C -q Q``, whose C workers tick in
 step: every 1/Q s a burst of C requests arrives at once, the lane takes its capacity of each
 burst and sheds the rest, and goodput is the lane's capacity x Q whatever the server could do
-(measured: 12 x Q at every C and Q tried).
+(measured: 12 x Q at every C and Q tried). ``--clients expect`` (or ``both``, each multiple
+run twice in the same run) has the Poisson clients send ``Expect: 100-continue`` and their body
+only once told to go on: the proxy refuses them on their headers while requests wait for the
+lane, so a refused body never crosses (``ops.haproxy_config``).
 
 Per rate: goodput (200s/s, and as a share of both peaks), the rate sent and the send lag, the
 answers by status, the shed answers' p50/p99 (ms), the served rounds' p50/p99, all answers'
@@ -72,15 +75,18 @@ def hey_csv(url: str, body_path: Path, args: list[str]) -> tuple[list[Answer], f
 
 
 def poisson_run(
-    base: str, url: str, body: bytes, rate: float, seconds: float, seed: int
+    base: str, url: str, body: bytes, rate: float, seconds: float, seed: int, expect: bool
 ) -> tuple[list[Answer], float]:
     """Open-loop Poisson arrivals at ``rate`` for ``seconds`` (``ops.loadgen``): every
-    request and the generator's CPU seconds."""
+    request and the generator's CPU seconds. ``expect``: each request asks first (``Expect:
+    100-continue``) and sends its body only when told to."""
 
     async def go() -> Any:
         gen = HttpLoad(base, max_connections=1024, timeout_s=30)
+        headers = {"Expect": "100-continue"} if expect else None
         try:
-            return await gen.open_loop([encode_request(url, body)], rate, seconds, seed=seed)
+            request = encode_request(url, body, headers=headers)
+            return await gen.open_loop([request], rate, seconds, seed=seed)
         finally:
             await gen.close()
 
@@ -320,6 +326,16 @@ def main() -> None:
         help=f"how long a request past a lane's capacity waits in HAProxy's queue before its "
         f"503 (default {QUEUE_MS}; 15 before 2026-11-26)",
     )
+    ap.add_argument("--ingress-replicas", type=int, default=1, help="Ingress replicas (processes)")
+    ap.add_argument(
+        "--clients",
+        choices=["plain", "expect", "both"],
+        default="plain",
+        help="the Poisson overload steps' clients: plain (each sends its body with its "
+        "headers); expect (each sends Expect: 100-continue and its body only when told: the "
+        "proxy refuses it on its headers while requests wait for the lane); both (each "
+        "multiple run twice, plain then expect, in the same run)",
+    )
     args = ap.parse_args()
     os.environ[QUEUE_MS_ENV] = str(args.proxy_queue_ms)  # read by the HAProxy wrapper
     if args.proxy_serve_defaults:  # read by the HAProxy wrapper Ray's workers run, and Serve
@@ -340,7 +356,7 @@ def main() -> None:
     app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime", **steps)
     lanes = lane_capacities(app_args.admission) if not args.no_proxy_shedding else None
     with local.local_serve(num_cpus=4, namespace="bench-overload", haproxy_lanes=lanes) as ep:
-        local.run_app(app_args)
+        local.run_app(app_args, {"Ingress": {"num_replicas": args.ingress_replicas}})
         local.wait_ready(ep.http)
         url = f"{ep.http}/v1/dispatch"
         hey_csv(url, body_path, ["-z", "3s", "-c", "4"])  # warm
@@ -362,11 +378,15 @@ def main() -> None:
         offered_peak = max(r["goodput_per_s"] for r in rows)  # the multiples' unit
         replicas = args.generator_nice == "replicas"
         nice = replicas_niceness() if replicas else int(args.generator_nice)
-        for k in multiples:
+        kinds = {"plain": (False,), "expect": (True,), "both": (False, True)}[args.clients]
+        for k, expect in ((k, e) for k in multiples for e in kinds):
             rate = k * offered_peak
+            name = f"{k}x, Expect" if expect else f"{k}x"
             edge = edge_cpu_s()
+            if expect and args.generator != "poisson":
+                raise SystemExit("--clients expect/both needs the Poisson generator")
             if args.generator == "wrk":
-                row = wrk_row(f"{k}x", url, body_path, rate, seconds, k, args.out, nice)
+                row = wrk_row(name, url, body_path, rate, seconds, k, args.out, nice)
                 with_edge_cpu(row, edge, seconds)
             else:
                 if args.generator == "hey":
@@ -379,16 +399,16 @@ def main() -> None:
                         ["-z", f"{seconds}s", "-c", str(workers), "-q", f"{rate / workers:.2f}"],
                     )
                 else:
-                    got = poisson_run_at(nice, ep.http, url, body, rate, seconds, k)
-                row = with_edge_cpu(summarize(f"{k}x", rate, seconds, got), edge, seconds)
+                    got = poisson_run_at(nice, ep.http, url, body, rate, seconds, k, expect)
+                row = with_edge_cpu(summarize(name, rate, seconds, got), edge, seconds)
             rows.append(row)
             # The host's own speed drifts over minutes: each step is also held to the peak
             # measured on either side of it (alternating, as the peers' benches do).
-            after = closed_loop(f"closed loop, c=4, after {k}x", 4)["goodput_per_s"]
+            after = closed_loop(f"closed loop, c=4, after {name}", 4)["goodput_per_s"]
             row["local_peak_per_s"] = round((before + after) / 2, 1)
             row["goodput_of_local_peak"] = round(row["goodput_per_s"] / row["local_peak_per_s"], 2)
             before = after
-            log(f"  {k}x ({rate:.0f}/s offered, {args.generator}): {row}")
+            log(f"  {name} ({rate:.0f}/s offered, {args.generator}): {row}")
         # The peak is the best closed loop of the run: goodput under overload is held to the
         # most the app answered without shedding, not to the lower of noisy figures.
         peak = max(r["goodput_per_s"] for r in rows if r["offered_per_s"] != r["offered_per_s"])
@@ -438,18 +458,24 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    runs = [r for r in rows if r["offered_per_s"] == r["offered_per_s"]]  # not the closed loops
+    overload = [r for r in rows if r["offered_per_s"] == r["offered_per_s"]]  # no closed loops
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 3.6))
-    x = [r["offered_per_s"] for r in runs]
-    a.plot(x, [r["goodput_per_s"] for r in runs], "o-", label="goodput (200/s)")
+    for kind, runs in (
+        ("", [r for r in overload if "Expect" not in r["run"]]),
+        (", Expect: 100-continue", [r for r in overload if "Expect" in r["run"]]),
+    ):
+        if not runs:
+            continue
+        x = [r["offered_per_s"] for r in runs]
+        a.plot(x, [r["goodput_per_s"] for r in runs], "o-", label=f"goodput (200/s){kind}")
+        b.plot(x, [r["shed_p99_ms"] for r in runs], "o-", label=f"shed p99{kind}")
+        b.plot(x, [r["served_p99_ms"] for r in runs], "o-", label=f"served p99{kind}")
     peak = max(r["goodput_per_s"] for r in rows)
     a.axhline(peak, color="grey", ls="--", lw=0.8, label="peak")
     a.set(xlabel="offered rounds/s", ylabel="rounds/s")
-    a.legend()
-    b.plot(x, [r["shed_p99_ms"] for r in runs], "o-", label="shed p99")
-    b.plot(x, [r["served_p99_ms"] for r in runs], "o-", label="served p99")
+    a.legend(fontsize=7)
     b.set(xlabel="offered rounds/s", ylabel="ms", yscale="log")
-    b.legend()
+    b.legend(fontsize=7)
     fig.suptitle("Dispatch under overload (hey): goodput and answer latency")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

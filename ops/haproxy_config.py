@@ -23,9 +23,14 @@ this module, then the real binary with the same arguments). Three changes:
 * **A shed that costs little.** Refusing ~800 dispatch bodies of 150 KB a second at 10x the
   peak took as much CPU on a two-core box as the rounds it then could not serve
   (docs/benchmarks.md, "Overload shed before Python"). So a lane reads a request's body whole
-  (``option http-buffer-request``, buffers of ``BUFFER_BYTES``) before it queues it: a shed
+  (``http-request wait-for-body``, buffers of ``BUFFER_BYTES``) before it queues it: a shed
   request has then been read, and its 503 keeps the connection open, where HAProxy must close
   one whose unread body is still arriving (the client then pays a new connection per shed).
+  A client that sends ``Expect: 100-continue`` (as curl and Go's client can for big bodies)
+  is refused *before* its body while requests already wait in the lane's queue: the 503
+  comes in answer to the headers, and the body never crosses; otherwise HAProxy answers 100
+  Continue and reads the body as above. Receiving refused bodies is what bounds goodput at
+  10x the peak on a small box (docs/benchmarks.md).
   The proxy's own 503s carry ``X-Shed: proxy`` and are not logged line by line: Serve's
   collector parses every log line in Python; HAProxy's exporter still counts them (the lane
   backends' 5xx). HAProxy runs one thread per two cores (``proxy_threads``; Serve asks for
@@ -64,6 +69,7 @@ QUEUE_MS = 5
 #: --proxy-queue-ms``).
 QUEUE_MS_ENV = "ORML_HAPROXY_QUEUE_MS"
 SHED_BODY = '{"detail": "shed: the lane is full (at the proxy)"}'
+SHED_BEFORE_BODY = '{"detail": "shed: the lane is full (at the proxy, before the body)"}'
 #: HAProxy's buffer size: a lane request's body up to this size is read whole before it is
 #: queued (a 100 x 20 dispatch round is ~150 KB; larger ones stream as before). Memory: about
 #: two buffers per connection with a request in flight.
@@ -94,13 +100,14 @@ def rewrite(
     config = _loopback_stats(config)
     if cheap_sheds:
         config = _buffers_at_least(config, BUFFER_BYTES)
+    body_wait = _body_wait(config)
     for name, body in _app_backends(config):
         shed = []
         for path, capacity in sorted(lanes.items()):
             lane = f"{name}-lane{len(shed)}"
             shed.append((lane, path))
             config += _lane_backend(
-                lane, body, capacity, queue_ms, name, lean_ports or {}, cheap_sheds
+                lane, body, capacity, queue_ms, name, lean_ports or {}, cheap_sheds, body_wait
             )
         config = _route_lanes(config, name, shed)
     return config
@@ -117,6 +124,16 @@ def _buffers_at_least(config: str, size: int) -> str:
         return f"{got.group(1)}tune.bufsize {max(int(got.group(2)), size)}"
 
     return re.sub(r"(?m)^(\s*)tune\.bufsize\s+(\d+)\s*$", at_least, config)
+
+
+def _body_wait(config: str) -> str:
+    """How long a lane waits for a body: what ``option http-buffer-request`` waited (the
+    config's ``timeout http-request``, else its ``timeout client``), else HAProxy's 30 s."""
+    for name in ("http-request", "client"):
+        got = re.search(rf"(?m)^\s*timeout {name}\s+(\S+)\s*$", config)
+        if got:
+            return got.group(1)
+    return "30s"
 
 
 def _loopback_stats(config: str) -> str:
@@ -160,6 +177,7 @@ def _lane_backend(
     backend: str,
     lean_ports: Mapping[str, int],
     cheap_sheds: bool,
+    body_wait: str,
 ) -> str:
     lines = [f"backend {lane}"]
     for line in body:
@@ -184,7 +202,15 @@ def _lane_backend(
     ]
     if cheap_sheds:
         lines += [
-            "    option http-buffer-request",
+            # Before the body: a client that asked to be told first is refused while requests
+            # already wait for the lane, its body never sent (HAProxy closes the connection:
+            # the body it announced will not follow).
+            f"    http-request return status 503 content-type application/json string "
+            f"'{SHED_BEFORE_BODY}' hdr Retry-After 1 hdr X-Shed proxy "
+            "if { req.hdr(expect) -m str -i 100-continue } { queue() gt 0 }",
+            # Then the body whole (up to the buffer) before the request is queued; HAProxy
+            # answers 100 Continue itself to a client that waits for it.
+            f"    http-request wait-for-body time {body_wait}",
             "    http-after-response set-log-level silent if { res.hdr(x-shed) -m found }",
         ]
     return "\n".join(lines) + "\n"

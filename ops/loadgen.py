@@ -204,9 +204,8 @@ class HttpLoad(Load):
                 return 0, None
             conn = _Connection(reader, writer)
         try:
-            conn.writer.write(request)
             status, retry_after, keep = await asyncio.wait_for(
-                _read_response(conn.reader), self.timeout_s
+                _exchange(conn, request), self.timeout_s
             )
         except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
             conn.writer.close()
@@ -291,9 +290,42 @@ _GRPC_AS_HTTP = {
 }
 
 
+#: How long a client that sent ``Expect: 100-continue`` waits for the go-ahead before it sends
+#: its body anyway (curl's default): a server may not answer 100 at all.
+CONTINUE_WAIT_S = 1.0
+_EXPECT = b"\r\nexpect: 100-continue\r\n"
+
+
+async def _exchange(conn: _Connection, request: bytes) -> tuple[int, float | None, bool]:
+    """Write one encoded request and read its answer; (status, retry-after s, reusable).
+
+    A request whose headers say ``Expect: 100-continue`` is sent in two parts: the headers,
+    then the body only once the server answers 100 Continue (or after ``CONTINUE_WAIT_S``
+    without an answer). A final answer instead of the 100 ends it with the body unsent, and
+    the connection is not reused: the server was promised a body that will not come."""
+    end = request.find(b"\r\n\r\n") + 4
+    if _EXPECT not in request[:end].lower():
+        conn.writer.write(request)
+        return await _read_response(conn.reader)
+    conn.writer.write(request[:end])
+    try:
+        status, retry_after, _ = await asyncio.wait_for(
+            _read_response(conn.reader), CONTINUE_WAIT_S
+        )
+    except TimeoutError:
+        status = 100
+    if status != 100:
+        return status, retry_after, False
+    conn.writer.write(memoryview(request)[end:])
+    return await _read_response(conn.reader)
+
+
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, float | None, bool]:
-    """Read one response; (status, retry-after seconds or None, connection reusable)."""
+    """Read one response, past any interim (1xx) answer other than 100, which is returned as
+    it comes (``_exchange`` sends the body on it); (status, retry-after s or None, reusable)."""
     head = await reader.readuntil(b"\r\n\r\n")
+    while head.startswith(b"HTTP/1.1 1") and not head.startswith(b"HTTP/1.1 100 "):
+        head = await reader.readuntil(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
     status = int(lines[0].split(" ", 2)[1])
     length, chunked, keep, retry_after = 0, False, True, None

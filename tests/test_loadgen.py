@@ -87,3 +87,57 @@ def test_closed_loop_keeps_its_workers_busy():
     )
     assert run.count(200) > 0 and run.count(503) > 0
     assert all(r.lag_s == 0.0 for r in run.results)  # no schedule to be late against
+
+
+async def _serve_expect(bodies: list[int], silent: bool) -> asyncio.Server:
+    """Answers ``Expect: 100-continue`` requests: every second one 503 at once (its body never
+    read), the others 100 Continue, then 200 once the body is in; ``silent``: never 100."""
+    seen = [0]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).lower()
+                length = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
+                seen[0] += 1
+                if b"expect: 100-continue" in head and not silent:
+                    if seen[0] % 2 == 0:
+                        writer.write(
+                            b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
+                            b"content-length: 2\r\nconnection: close\r\n\r\n{}"
+                        )
+                        await writer.drain()
+                        break
+                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+                bodies.append(len(await reader.readexactly(length)))
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+@pytest.mark.parametrize("silent", [False, True], ids=["answers-100", "never-answers-100"])
+def test_a_request_that_expects_100_continue_sends_its_body_only_when_told(silent):
+    async def go():
+        bodies: list[int] = []
+        server = await _serve_expect(bodies, silent)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1/dispatch"
+        gen = HttpLoad(url, max_connections=4, timeout_s=5)
+        request = encode_request(url, b"x" * 150_000, headers={"Expect": "100-continue"})
+        try:
+            return await gen.sequence([request], 2 if silent else 6), bodies
+        finally:
+            await gen.close()
+            server.close()
+
+    run, bodies = asyncio.run(go())
+    if silent:  # the body goes after CONTINUE_WAIT_S without an answer
+        assert [r.status for r in run.results] == [200] * 2 and bodies == [150_000] * 2
+    else:  # refused on its headers: 503, body never sent, a new connection for the next
+        assert [r.status for r in run.results] == [200, 503] * 3
+        assert bodies == [150_000] * 3
+        assert all(r.retry_after == 1.0 for r in run.results if r.status == 503)

@@ -3,10 +3,16 @@ it, is valid for the real HAProxy binary and sheds each lane's excess at the pro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -62,17 +68,21 @@ def test_lanes_read_bodies_whole_and_do_not_log_their_own_sheds(config):
     for k, (_, capacity) in enumerate(sorted(lanes.items())):
         section = out.split(f"backend http-orml-lane{k}\n")[1].split("\nbackend ")[0]
         shedding = capacity is not None
-        assert ("option http-buffer-request" in section) == shedding
+        assert ("http-request wait-for-body time 3600s" in section) == shedding
+        assert ("{ req.hdr(expect) -m str -i 100-continue } { queue() gt 0 }" in section) == (
+            shedding
+        )
         assert ("set-log-level silent if { res.hdr(x-shed) -m found }" in section) == shedding
         assert ("hdr X-Shed proxy" in section) == shedding
     # Only the shedding lanes: Serve's own backends log and stream as Serve configured them.
     shedding_lanes = sum(capacity is not None for capacity in lanes.values())
-    assert out.count("http-buffer-request") == shedding_lanes
+    assert out.count("wait-for-body") == shedding_lanes
     assert out.count("res.hdr(x-shed)") == shedding_lanes
     # As Serve configured it, for comparison (bench/overload.py --proxy-serve-defaults).
     before = rewrite(config, lanes, cheap_sheds=False)
     assert "    tune.bufsize 16384\n" in before
-    assert "http-buffer-request" not in before and "set-log-level silent if { res" not in before
+    assert "wait-for-body" not in before and "100-continue" not in before
+    assert "set-log-level silent if { res" not in before
 
 
 def test_proxy_threads_leave_the_replicas_their_cores():
@@ -145,3 +155,106 @@ def test_the_wrapper_sets_the_lanes_queue_time(config, tmp_path, queue_ms):
     )
     section = cfg.read_text().split("backend http-orml-lane0\n")[1].split("\nbackend ")[0]
     assert f"timeout queue {queue_ms or QUEUE_MS}ms" in section
+
+
+class SlowReplica(BaseHTTPRequestHandler):
+    """An ingress replica that takes 1.5 s a request and answers with the body's length."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # HAProxy's health checks
+        self._answer(b"success")
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["content-length"]))
+        time.sleep(1.5)
+        self._answer(str(len(body)).encode())
+
+    def _answer(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _post(port: int, body: bytes, expect: bool) -> tuple[list[bytes], float]:
+    """POST ``body`` to the proxy; (the status lines answered, in order; seconds to the
+    first). With ``expect`` the body follows only a 100 Continue."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        head = f"POST /v1/dispatch HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n"
+        s.sendall((head + ("Expect: 100-continue\r\n" if expect else "") + "\r\n").encode())
+        t0 = time.monotonic()
+        if not expect:
+            s.sendall(body)
+        stream, statuses, first = s.makefile("rb"), [], None
+        while True:
+            lines = []
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                lines.append(line)
+            if not lines:
+                return statuses, first
+            first = first if first is not None else time.monotonic() - t0
+            statuses.append(lines[0].strip())
+            headers = dict(x.decode().lower().strip().split(": ", 1) for x in lines[1:])
+            if b" 100 " in lines[0]:
+                s.sendall(body)
+                continue
+            stream.read(int(headers.get("content-length", 0)))
+            statuses.append(
+                headers.get("x-shed", "").encode() + b"|" + headers.get("connection", "").encode()
+            )
+            return statuses, first
+
+
+def test_a_client_that_asks_first_is_refused_before_its_body(config, tmp_path):
+    """The rewritten config on the real HAProxy, a lane of one in front of a slow replica: a
+    client sending ``Expect: 100-continue`` while another request waits in the lane's queue
+    is answered 503 at once, no 100 Continue, its body never sent; with the lane free it gets
+    100 Continue and its answer; one without the header waits in the queue as before."""
+    from ray.serve._private.haproxy import get_haproxy_binary
+
+    from ops.local import free_ports
+
+    replica = ThreadingHTTPServer(("127.0.0.1", 0), SlowReplica)
+    threading.Thread(target=replica.serve_forever, daemon=True).start()
+    front, *others = free_ports(4)
+    for old, new in (
+        ("127.0.0.1:23264", f"127.0.0.1:{replica.server_address[1]}"),
+        ("127.0.0.1:48951", f"127.0.0.1:{front}"),
+        *zip(
+            ("*:23365", "127.0.0.1:48921", "*:23364"),
+            [f"127.0.0.1:{p}" for p in others],
+            strict=True,
+        ),
+    ):
+        assert old in config
+        config = config.replace(old, new)
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(rewrite(config, {"/v1/dispatch": 1}, queue_ms=3000))
+    proxy = subprocess.Popen([get_haproxy_binary(), "-f", str(path)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", front)):
+                break
+            time.sleep(0.05)
+        body = b"x" * 150_000
+        with ThreadPoolExecutor(2) as pool:
+            running = pool.submit(_post, front, body, False)
+            time.sleep(0.3)
+            queued = pool.submit(_post, front, body, False)
+            time.sleep(0.3)
+            refused, seconds = _post(front, body, True)
+            assert refused == [b"HTTP/1.1 503 Service Unavailable", b"proxy|close"]
+            assert seconds < 0.5
+            for waited in (running, queued):
+                assert waited.result()[0][0] == b"HTTP/1.1 200 OK"
+        statuses, _ = _post(front, body, True)
+        assert statuses[0] == b"HTTP/1.1 100 Continue" and statuses[1] == b"HTTP/1.1 200 OK"
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+        replica.shutdown()
