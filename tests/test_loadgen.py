@@ -5,32 +5,38 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from ops.loadgen import HttpLoad, encode_request, run_load
 
+#: As HAProxy sheds: 503, Retry-After, then close.
+SHED = (
+    b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
+    b"content-length: 2\r\nconnection: close\r\n\r\n{}"
+)
+OK = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"
 
-async def _serve(counter: list[int]) -> asyncio.Server:
+
+def _content_length(head: bytes) -> int:
+    return next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length")
+    )
+
+
+Respond = Callable[[asyncio.StreamReader, asyncio.StreamWriter, bytes], Awaitable[bool]]
+
+
+async def _tiny_server(respond: Respond) -> asyncio.Server:
+    """A loopback server calling ``respond(reader, writer, head)`` per request, until it
+    returns False (the connection is then closed)."""
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                )
-                await reader.readexactly(length)
-                counter[0] += 1
-                if counter[0] % 3 == 0:  # as HAProxy sheds: 503, Retry-After, then close
-                    writer.write(
-                        b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
-                        b"content-length: 2\r\nconnection: close\r\n\r\n{}"
-                    )
-                    await writer.drain()
-                    break
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+            while await respond(reader, writer, await reader.readuntil(b"\r\n\r\n")):
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -38,6 +44,16 @@ async def _serve(counter: list[int]) -> asyncio.Server:
             writer.close()
 
     return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+async def _serve(counter: list[int]) -> asyncio.Server:
+    async def respond(reader, writer, head: bytes) -> bool:
+        await reader.readexactly(_content_length(head))
+        counter[0] += 1
+        writer.write(SHED if counter[0] % 3 == 0 else OK)
+        return counter[0] % 3 != 0
+
+    return await _tiny_server(respond)
 
 
 def _against_server(path: str, max_connections: int, load, runner=asyncio.run) -> tuple:
@@ -94,30 +110,18 @@ async def _serve_expect(bodies: list[int], silent: bool) -> asyncio.Server:
     read), the others 100 Continue, then 200 once the body is in; ``silent``: never 100."""
     seen = [0]
 
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).lower()
-                length = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
-                seen[0] += 1
-                if b"expect: 100-continue" in head and not silent:
-                    if seen[0] % 2 == 0:
-                        writer.write(
-                            b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
-                            b"content-length: 2\r\nconnection: close\r\n\r\n{}"
-                        )
-                        await writer.drain()
-                        break
-                    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-                bodies.append(len(await reader.readexactly(length)))
-                writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+    async def respond(reader, writer, head: bytes) -> bool:
+        seen[0] += 1
+        if b"expect: 100-continue" in head.lower() and not silent:
+            if seen[0] % 2 == 0:
+                writer.write(SHED)
+                return False
+            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        bodies.append(len(await reader.readexactly(_content_length(head))))
+        writer.write(OK)
+        return True
 
-    return await asyncio.start_server(handle, "127.0.0.1", 0)
+    return await _tiny_server(respond)
 
 
 @pytest.mark.parametrize("silent", [False, True], ids=["answers-100", "never-answers-100"])
