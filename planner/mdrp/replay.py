@@ -182,7 +182,7 @@ class Replay:
     undelivered: list[str] = field(default_factory=list)
     rounds: int = 0
     plans: int = 0  # dispatch calls (a round plans again without couriers past their shift)
-    rollouts: int = 0  # plans judged by a rollout (their rounds' calls count in ``plans``)
+    rollouts: int = 0  # rollouts run (one per thing a round's plans do now; their calls in plans)
     dispatch_ms: float = 0.0
     plan_ms: list[float] = field(default_factory=list)  # per plan: every variant, the pricing
 
@@ -435,10 +435,11 @@ class DaySimulator:
         budget_s = (
             None if self.policy.round_budget_ms is None else self.policy.round_budget_ms / 1e3
         )
+        judge = _Rollouts(self, t, round_, open_, due_min, out) if self.policy.rollout_min else None
 
         def price(chosen: dict[str, str]) -> float:
-            if self.policy.rollout_min:
-                return self._rollout_cost(t, round_, chosen, open_, due_min, out)
+            if judge is not None:
+                return judge.cost(chosen)
             return self._plan_cost(t, chosen, open_, due_min)
 
         for k, weights in enumerate(plan_variants(round_.weights, self.policy.plans)):
@@ -450,6 +451,8 @@ class DaySimulator:
             out.plans += 1
             if chosen in distinct:
                 continue
+            if judge is not None and not judge.differs(chosen):
+                continue  # does now what the first plan does: the same day follows
             distinct.append(chosen)
             if len(distinct) == 1:
                 continue  # priced once another plan differs from it
@@ -461,28 +464,44 @@ class DaySimulator:
         out.plan_ms.append((time.perf_counter() - start) * 1e3)
         return best if len(distinct) > 1 else distinct[0]
 
+    def _commit_on_fork(
+        self, t: int, round_: DispatchRound, chosen: dict[str, str], open_: dict[str, MdrpOrder]
+    ) -> tuple[DaySimulator, dict[str, MdrpOrder], Replay, tuple]:
+        """A copy of the day with ``chosen`` committed at ``t`` and its idle couriers
+        prepositioned: (the copy, its open orders, what it made final, the signature of what
+        ``chosen`` does now). The signature is all of ``chosen`` the rest of the day can see:
+        the bundles and moves made final (prepositioning's among them: the couriers a plan
+        holds stay where they are) and the couriers it found past their shift (the round
+        plans again without them). The copy forgets the plan's expected drop-offs, so what
+        follows depends on the signature alone."""
+        fork = self._fork()
+        still_open, seen = dict(open_), Replay(self.inst.name)
+        late = fork._commit_plan(t, round_, chosen, still_open, seen)
+        if self.policy.reposition_min:
+            fork._reposition(t, seen)
+        fork._planned.clear()
+        fork._drop_in_plan = {}
+        return fork, still_open, seen, (tuple(seen.bundles), tuple(seen.moves), frozenset(late))
+
     def _rollout_cost(
         self,
         t: int,
-        round_: DispatchRound,
-        chosen: dict[str, str],
-        open_: dict[str, MdrpOrder],
+        committed: tuple[DaySimulator, dict[str, MdrpOrder], Replay],
         due_min: dict[str, float],
         out: Replay,
     ) -> float:
-        """A plan judged by what follows it: a copy of the day commits it, then replays the
-        next ``rollout_min`` minutes under the policy with one plan a round and no rollouts,
-        knowing only the orders placed by ``t`` (the day's future is never looked at). Returns
-        the minutes past the earliest still possible (``due_min``) summed over the orders open
-        now: at their drop-off where the copy made one, else at the drop-off its last plan
-        expected (unplanned: ``UNPLANNED_MIN`` late). The copy's dispatch calls count in
+        """A plan judged by what follows it: the copy of the day that committed it
+        (``_commit_on_fork``) replays the next ``rollout_min`` minutes under the policy with
+        one plan a round and no rollouts, knowing only the orders placed by ``t`` (the day's
+        future is never looked at). Returns the minutes past the earliest still possible
+        (``due_min``) summed over the orders open now: at their drop-off where the copy made
+        one, else at the drop-off the copy's last plan expected (unplanned, or no round
+        planned after ``t``: ``UNPLANNED_MIN`` late). The copy's dispatch calls count in
         ``out.plans``."""
-        fork = self._fork()
-        still_open, seen = dict(open_), Replay(self.inst.name)
-        fork._commit_plan(t, round_, chosen, still_open, seen)
+        fork, still_open, seen = committed
         step, end = self.policy.round_min, t + self.policy.rollout_min
-        for now in range(t, end + 1, step):
-            if now > t and still_open:
+        for now in range(t + step, end + 1, step):
+            if still_open:
                 fork._round(now, still_open, seen)
             if self.policy.reposition_min:
                 fork._reposition(now, seen)
@@ -661,6 +680,53 @@ class DaySimulator:
             left.remove(best)
             here = (self.orders[best].x, self.orders[best].y)
         return order
+
+
+class _Rollouts:
+    """One round's rollouts (``ReplayPolicy.rollout_min``). What a plan changes now is all a
+    rollout sees of it: the bundles and moves it makes final, prepositioning's too (see
+    ``DaySimulator._commit_on_fork``). Plans alike in that lead to the same copy of the day,
+    so each such signature is rolled out once, and a plan that does now what the round's
+    first plan does is not judged at all (the first wins ties): the day is the one rolling
+    out every plan gives. Most distinct plans differ only in orders not due yet."""
+
+    def __init__(
+        self,
+        day: DaySimulator,
+        t: int,
+        round_: DispatchRound,
+        open_: dict[str, MdrpOrder],
+        due_min: dict[str, float],
+        out: Replay,
+    ) -> None:
+        self.day, self.t, self.round_, self.open_ = day, t, round_, open_
+        self.due_min, self.out = due_min, out
+        self._committed: dict[tuple, tuple] = {}  # a plan's items -> _commit_on_fork's answer
+        self._first: tuple | None = None  # the round's first plan's signature
+        self._costs: dict[tuple, float] = {}  # signature -> its rollout's cost
+
+    def _commit(self, plan: dict[str, str]) -> tuple:
+        key = tuple(sorted(plan.items()))
+        if key not in self._committed:
+            self._committed[key] = self.day._commit_on_fork(self.t, self.round_, plan, self.open_)
+        return self._committed[key]
+
+    def differs(self, plan: dict[str, str]) -> bool:
+        """Whether ``plan`` does anything now that the round's first plan does not (the first
+        plan asked differs from itself: it is kept)."""
+        signature = self._commit(plan)[3]
+        if self._first is None:
+            self._first = signature
+            return True
+        return signature != self._first
+
+    def cost(self, plan: dict[str, str]) -> float:
+        fork, still_open, seen, signature = self._commit(plan)
+        if signature not in self._costs:
+            self._costs[signature] = self.day._rollout_cost(
+                self.t, (fork, still_open, seen), self.due_min, self.out
+            )
+        return self._costs[signature]
 
 
 def plan_variants(weights: DispatchWeights, n: int) -> list[DispatchWeights]:

@@ -10,7 +10,7 @@ import pytest
 
 from domain import DispatchWeights
 from planner.mdrp import InstanceError, ReplayPolicy, evaluate, load_instance, replay
-from planner.mdrp.replay import plan_variants
+from planner.mdrp.replay import _Rollouts, plan_variants
 from planner.mdrp.solution import FILES, write_solution
 from tests.mdrp_days import DAY, morning
 
@@ -240,6 +240,31 @@ def test_plans_judged_by_rollouts_keep_the_day_feasible_and_its_own(tmp_path: Pa
     write_solution(inst, rolled, tmp_path / "sol")
     assert evaluate(folder, tmp_path / "sol").violations == []
     assert replay(inst, ReplayPolicy(plans=3, rollout_min=10)).bundles == rolled.bundles
+
+
+def test_plans_rolled_out_once_per_thing_they_do_now_decide_as_each_rolled_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A round rolls out one plan per signature (the bundles and moves a plan makes final
+    now, and the couriers it finds past their shift) and none that does now what the first
+    plan does: the day is the one rolling out every distinct plan gives, for fewer rollouts."""
+    inst = load_instance(morning(tmp_path / "morning"))
+    policy = ReplayPolicy(plans=5, rollout_min=10)
+    shared = replay(inst, policy)
+
+    def each_on_its_own(self: _Rollouts, plan: dict[str, str]) -> float:
+        committed = self.day._commit_on_fork(self.t, self.round_, plan, self.open_)
+        return self.day._rollout_cost(self.t, committed[:3], self.due_min, self.out)
+
+    monkeypatch.setattr(_Rollouts, "differs", lambda self, plan: True)
+    monkeypatch.setattr(_Rollouts, "cost", each_on_its_own)
+    each = replay(inst, policy)
+    assert (shared.bundles, shared.moves, shared.undelivered) == (
+        each.bundles,
+        each.moves,
+        each.undelivered,
+    )
+    assert 0 < shared.rollouts < each.rollouts
 
 
 def test_a_round_whose_variants_agree_is_not_priced(tiny: Path):
