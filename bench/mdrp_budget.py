@@ -8,10 +8,11 @@ known: couriers short and plentiful, real and faster travel, both prep times) is
 each compute level: the round planned under 1, 2, 5, 15 or every one of the weight variants
 (``ReplayPolicy.plans``; ``planner.mdrp.replay.plan_variants``), two wall-clock budgets per
 round (``round_budget_ms``) over every variant, and variants judged by rollouts of the next
-10 or 20 minutes (``rollout_min``) instead of by one round's pricing. Each level reports the
-dispatch time and the whole planning time actually spent per round (means over the days; a
-rollout's planning is mostly the replay's own), click-to-door and ready-to-pickup means, and
-the gap to the clairvoyant optimum. --quick: two days, three levels (half a minute).
+5 (the policy's default), 10 or 20 minutes (``rollout_min``) instead of by one round's
+pricing. Each level reports the dispatch time and the whole planning time actually spent per
+round (means over the days; a rollout's planning is mostly the replay's own), click-to-door
+and ready-to-pickup means, and the gap to the clairvoyant optimum. --quick: two days, three
+levels (half a minute).
 
 Writes DIR/mdrp_budget.csv, DIR/mdrp_budget.png and (--json) every row.
 """
@@ -33,17 +34,20 @@ from mdrp import CLAIRVOYANT, ROOT, run_one
 
 DAYS = tuple(CLAIRVOYANT)  # the 16 seed-0 half-size days: the optimum is known
 ALL_VARIANTS = 45  # the plain plan plus planner.mdrp.replay.VARIANT_GRID
+#: Each level's policy fields; rollout_min 0 where plans are priced by one round (the policy's
+#: default rolls out 5 minutes: the last level).
 LEVELS: tuple[dict[str, Any], ...] = (
-    {"plans": 1},
-    {"plans": 2},
-    {"plans": 5},
-    {"plans": 15},
-    {"plans": ALL_VARIANTS},
-    {"plans": ALL_VARIANTS, "round_budget_ms": 2.0},
-    {"plans": ALL_VARIANTS, "round_budget_ms": 10.0},
+    {"plans": 1, "rollout_min": 0},
+    {"plans": 2, "rollout_min": 0},
+    {"plans": 5, "rollout_min": 0},
+    {"plans": 15, "rollout_min": 0},
+    {"plans": ALL_VARIANTS, "rollout_min": 0},
+    {"plans": ALL_VARIANTS, "round_budget_ms": 2.0, "rollout_min": 0},
+    {"plans": ALL_VARIANTS, "round_budget_ms": 10.0, "rollout_min": 0},
     {"plans": 5, "rollout_min": 10},
     {"plans": 15, "rollout_min": 10},
     {"plans": 5, "rollout_min": 20},
+    {"plans": 5, "rollout_min": 5},
 )
 QUICK_LEVELS = LEVELS[:1] + LEVELS[2:3] + LEVELS[4:5]
 
@@ -52,7 +56,7 @@ def label(level: dict[str, Any]) -> str:
     if "round_budget_ms" in level:
         return f"budget {level['round_budget_ms']:g} ms"
     plans = f"{level['plans']} plan{'s' if level['plans'] > 1 else ''}"
-    if "rollout_min" in level:
+    if level.get("rollout_min"):
         return f"{plans}, rollouts {level['rollout_min']} min"
     return plans
 
@@ -150,11 +154,11 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
     series = (
         (
             "plans per round",
-            [r for r in rows if "round_budget_ms" not in r and "rollout_min" not in r],
+            [r for r in rows if "round_budget_ms" not in r and not r.get("rollout_min")],
             "o-",
         ),
         ("wall-clock budget per round", [r for r in rows if "round_budget_ms" in r], "s--"),
-        ("plans judged by rollouts", [r for r in rows if "rollout_min" in r], "^:"),
+        ("plans judged by rollouts", [r for r in rows if r.get("rollout_min")], "^:"),
     )
     for ax, key, name in (
         (a, "click_to_door_mean", "click-to-door mean, min"),

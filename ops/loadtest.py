@@ -91,7 +91,7 @@ def requests_for(
 
 def _mdrp_rounds(folder: Path, count: int) -> list:
     """The first ``count`` busy rounds of a replayed MDRP day (most open orders first)."""
-    from planner.mdrp import load_instance, replay
+    from planner.mdrp import ReplayPolicy, load_instance, replay
     from planner.mdrp.replay import decide_in_process
 
     rounds = []
@@ -100,7 +100,8 @@ def _mdrp_rounds(folder: Path, count: int) -> list:
         rounds.append(round_)
         return decide_in_process(round_)
 
-    replay(load_instance(folder), decide=record)
+    # The day's own rounds: rollouts' copies of the day would add rounds no dispatcher sent.
+    replay(load_instance(folder), ReplayPolicy(rollout_min=0), decide=record)
     rounds.sort(key=lambda r: -len(r.orders))
     return rounds[:count]
 

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="judge plans that differ by replaying the next this many minutes on the orders "
-        "placed so far (0: by one round's pricing; default: the policy's)",
+        "placed so far (0: by one round's pricing; default: the policy's, 5)",
     )
     rp.add_argument("--out", type=Path, default=None, help="solution folder (default replay/NAME)")
     rp.add_argument("--url", default=None, help="send every round to this app's /v1/dispatch")

@@ -233,7 +233,7 @@ def test_a_mate_joins_a_bundle_only_where_it_gains(tmp_path: Path, orders, couri
 def test_plans_judged_by_rollouts_keep_the_day_feasible_and_its_own(tmp_path: Path):
     folder = morning(tmp_path / "morning")
     inst = load_instance(folder)
-    plain = replay(inst, ReplayPolicy(plans=3))
+    plain = replay(inst, ReplayPolicy(plans=3, rollout_min=0))
     rolled = replay(inst, ReplayPolicy(plans=3, rollout_min=10))
     assert plain.rollouts == 0 < rolled.rollouts
     assert rolled.plans > plain.plans  # a rollout's rounds are dispatch calls too
@@ -271,7 +271,7 @@ def test_a_round_whose_variants_agree_is_not_priced(tiny: Path):
     # Every variant of the three-order day plans alike: no rollout runs, and the calls are
     # the variants' alone.
     inst = load_instance(tiny)
-    plain = replay(inst, ReplayPolicy(plans=3))
+    plain = replay(inst, ReplayPolicy(plans=3, rollout_min=0))
     rolled = replay(inst, ReplayPolicy(plans=3, rollout_min=10))
     assert rolled.rollouts == 0 and rolled.plans == plain.plans
     assert rolled.bundles == plain.bundles
@@ -331,7 +331,7 @@ def test_a_spent_round_budget_plans_once_and_decides_as_one_plan():
     capped = replay(inst, ReplayPolicy(plans=45, round_budget_ms=1e-6))
     assert capped.plans == one.plans  # the first plan always runs, then the budget is spent
     assert capped.bundles == one.bundles
-    five = replay(inst, ReplayPolicy(plans=5))
+    five = replay(inst, ReplayPolicy(plans=5, rollout_min=0))
     assert five.plans > 4 * one.plans  # every variant planned where the budget allows
 
 

@@ -16,8 +16,8 @@ from tests.mdrp_days import morning
 
 @pytest.mark.parametrize(
     "policy",
-    [ReplayPolicy(), ReplayPolicy(plans=3, rollout_min=5)],
-    ids=["default", "rollouts"],
+    [ReplayPolicy(rollout_min=0), ReplayPolicy()],
+    ids=["one-round-pricing", "default-rollouts"],
 )
 def test_a_served_replay_decides_as_the_in_process_one(
     serve_url: str, tmp_path: Path, policy: ReplayPolicy
