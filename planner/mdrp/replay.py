@@ -717,8 +717,8 @@ class _Rollouts:
         return self._committed[key]
 
     def differs(self, plan: dict[str, str]) -> bool:
-        """Whether ``plan`` does anything now that the round's first plan does not (the first
-        plan asked differs from itself: it is kept)."""
+        """Whether ``plan`` does anything now that the round's first plan does not. The first
+        plan asked about is that reference, and is kept."""
         signature = self._commit(plan)[3]
         if self._first is None:
             self._first = signature
