@@ -164,18 +164,21 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
         (a, "click_to_door_mean", "click-to-door mean, min"),
         (b, "ready_to_pickup_mean", "ready-to-pickup mean, min"),
     ):
-        for legend, part, style in series:
+        for (legend, part, style), below in zip(series, (False, False, True), strict=True):
             if not part:
                 continue
+            part = sorted(part, key=lambda r: r["plan_ms_per_round"])
             x = [r["plan_ms_per_round"] for r in part]
             ax.plot(x, [r[key] for r in part], style, label=legend)
-            for r, xi in zip(part, x, strict=True):
+            for k, (r, xi) in enumerate(zip(part, x, strict=True)):
+                # Rollout levels sit close together: their labels go below, stepped apart.
                 ax.annotate(
                     r["level"],
                     (xi, r[key]),
                     fontsize=7,
                     textcoords="offset points",
-                    xytext=(3, 3),
+                    xytext=(3, -12 - 9 * k) if below else (3, 3),
+                    arrowprops={"arrowstyle": "-", "lw": 0.4} if below else None,
                 )
         mid = statistics.fmean(r[key] for r in rows)
         ax.set_ylim(mid - 0.5, mid + 0.5)  # a minute of range: what a policy change moves
