@@ -4,7 +4,8 @@
                              [--generator-nice replicas|19|0] [--no-proxy-shedding]
                              [--proxy-serve-defaults] [--proxy-queue-ms MS]
                              [--ingress-priority-steps N] [--ingress-replicas N]
-                             [--clients plain|expect|both] [--json PATH] [--out DIR]
+                             [--clients plain|expect|both] [--cpu-control]
+                             [--json PATH] [--out DIR]
 
 Starts the app as deploy.yaml runs it on the CPU (one solver replica on this 2-core box) and
 offers 100-rider x 20-order dispatch rounds: first closed-loop with ``hey`` (native) at
@@ -25,6 +26,13 @@ run twice in the same run) has the Poisson clients send ``Expect: 100-continue``
 only once told to go on: the proxy refuses them on their headers while requests wait for the
 lane, so a refused body never crosses (``ops.haproxy_config``).
 
+``--cpu-control`` asks what the top multiple lost to the refused requests' CPU alone: after its
+step, two more closed loops at concurrency 4, one beside spinning processes that take as much
+CPU as that step's generator and edge did (at the generator's niceness), one beside the edge's
+share only (the client on another machine, the server's own shedding left). Goodput under
+overload against the first says whether shedding costs anything beyond that CPU; the second is
+what the step would read with its clients elsewhere, estimated on this box.
+
 Per rate: goodput (200s/s, and as a share of both peaks), the rate sent and the send lag, the
 answers by status, the shed answers' p50/p99 (ms), the served rounds' p50/p99, all answers'
 p50/p99, the edge's CPU (HAProxy and Serve's proxy actor, which parses HAProxy's log: cores,
@@ -34,6 +42,7 @@ DIR/overload.csv, DIR/overload.png and (--json) every run.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -92,6 +101,45 @@ def poisson_run(
 
     run = run_load(go())
     return [(r.latency_s, r.status, r.lag_s) for r in run.results], run.cpu_share * run.wall_s
+
+
+def _spin(duty: float, nice: int, stop: Any) -> None:
+    """Busy ``duty`` of every 5 ms at niceness ``nice`` until ``stop`` is set."""
+    import time
+
+    os.nice(nice)
+    period = 0.005
+    while not stop.is_set():
+        start = time.perf_counter()
+        while time.perf_counter() - start < duty * period:
+            pass
+        time.sleep(max(0.0, period - (time.perf_counter() - start)))
+
+
+class CpuBurn:
+    """``cores`` of CPU taken at niceness ``nice`` while the block runs: one spinning
+    process per core or part of one, each busy its share of every 5 ms."""
+
+    def __init__(self, cores: float, nice: int) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self.stop = ctx.Event()
+        n = max(1, math.ceil(cores - 1e-9))
+        self.procs = [
+            ctx.Process(target=_spin, args=(cores / n, nice, self.stop), daemon=True)
+            for _ in range(n)
+        ]
+
+    def __enter__(self) -> CpuBurn:
+        for proc in self.procs:
+            proc.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for proc in self.procs:
+            proc.join()
 
 
 def replicas_niceness() -> int:
@@ -328,6 +376,12 @@ def main() -> None:
     )
     ap.add_argument("--ingress-replicas", type=int, default=1, help="Ingress replicas (processes)")
     ap.add_argument(
+        "--cpu-control",
+        action="store_true",
+        help="after the top multiple, closed loops beside spinning processes taking that "
+        "step's generator + edge CPU, then the edge's alone (see the module docstring)",
+    )
+    ap.add_argument(
         "--clients",
         choices=["plain", "expect", "both"],
         default="plain",
@@ -361,13 +415,17 @@ def main() -> None:
         url = f"{ep.http}/v1/dispatch"
         hey_csv(url, body_path, ["-z", "3s", "-c", "4"])  # warm
 
-        def closed_loop(name: str, concurrency: int) -> dict:
+        def closed_loop(name: str, concurrency: int, burn: float = 0.0) -> dict:
             edge = edge_cpu_s()
-            run = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", str(concurrency)])
+            with CpuBurn(burn, nice) if burn else contextlib.nullcontext():
+                run = hey_csv(url, body_path, ["-z", f"{seconds}s", "-c", str(concurrency)])
             row = with_edge_cpu(summarize(name, math.nan, seconds, run), edge, seconds)
+            row["burn_cores"] = round(burn, 2)
             rows.append(row)
             return row
 
+        replicas = args.generator_nice == "replicas"
+        nice = replicas_niceness() if replicas else int(args.generator_nice)
         closed_loop("closed loop, c=4", 4)
         # The lane full but nothing shed: what holding max_queued requests costs by itself.
         capacity = lane_capacities(app_args.admission)["/v1/dispatch"]
@@ -376,8 +434,6 @@ def main() -> None:
         # loops; then the closed loop measured right after the step before it.
         before = sum(r["goodput_per_s"] for r in rows) / len(rows)
         offered_peak = max(r["goodput_per_s"] for r in rows)  # the multiples' unit
-        replicas = args.generator_nice == "replicas"
-        nice = replicas_niceness() if replicas else int(args.generator_nice)
         kinds = {"plain": (False,), "expect": (True,), "both": (False, True)}[args.clients]
         for k, expect in ((k, e) for k in multiples for e in kinds):
             rate = k * offered_peak
@@ -409,9 +465,20 @@ def main() -> None:
             row["goodput_of_local_peak"] = round(row["goodput_per_s"] / row["local_peak_per_s"], 2)
             before = after
             log(f"  {name} ({rate:.0f}/s offered, {args.generator}): {row}")
+        if args.cpu_control:
+            top = rows[-2]  # the last overload step (the closed loop after it follows)
+            taken = top["generator_cpu_share"] + top["edge_cpu_share"]
+            same = closed_loop(f"closed loop, c=4, beside {taken:.2f} cores spinning", 4, taken)
+            top["goodput_of_same_cpu"] = round(top["goodput_per_s"] / same["goodput_per_s"], 2)
+            edge_only = top["edge_cpu_share"]
+            closed_loop(f"closed loop, c=4, beside {edge_only:.2f} cores spinning", 4, edge_only)
         # The peak is the best closed loop of the run: goodput under overload is held to the
         # most the app answered without shedding, not to the lower of noisy figures.
-        peak = max(r["goodput_per_s"] for r in rows if r["offered_per_s"] != r["offered_per_s"])
+        peak = max(
+            r["goodput_per_s"]
+            for r in rows
+            if r["offered_per_s"] != r["offered_per_s"] and not r["burn_cores"]
+        )
         for row in rows:
             row["goodput_of_peak"] = round(row["goodput_per_s"] / peak, 2)
         retry_after = retry_after_on_every_503(url, body, 200)
@@ -433,6 +500,12 @@ def main() -> None:
             f"{r['generator_cpu_share']} | {r['edge_cpu_share']} ({r['edge_us_per_answer']}) |"
         )
     print(f"\nevery 503 carries Retry-After (200 requests at once): {retry_after}")
+    for r in rows:
+        if "goodput_of_same_cpu" in r:
+            print(
+                f"{r['run']}: goodput {r['goodput_of_same_cpu']} of a closed loop beside the "
+                "same CPU taken by spinning processes"
+            )
     if args.generator != "hey":
         print(f"overload steps' generator: {args.generator} at niceness {args.generator_nice}")
     print("HAProxy: " + ("Serve's defaults" if args.proxy_serve_defaults else "ops.haproxy_config"))
