@@ -4,7 +4,9 @@
 JSON API takes it and reads back who got which order. With ``speedup`` the rounds are paced at
 that many times the day's real time (round at minute t leaves t x 60 / speedup seconds after the
 first), so a replayed day is also a realistic load on the app; without it they go as fast as
-they are answered. A shed round (503/429) is sent again after its Retry-After: nothing is lost.
+they are answered. A rollout's rounds (minutes still to come, planned now to judge a plan) go
+at once through ``unpaced``. A shed round (503/429) is sent again after its Retry-After:
+nothing is lost.
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ class ServedDecider:
         self.retries = 0
         self.latencies_ms: list[float] = []  # per dispatch call, retries included
         self.late_s = 0.0  # how far behind the paced schedule rounds were sent, at most
+        self.paced = 0  # calls sent at their round's time (the day's own rounds)
 
     def __call__(self, round_: DispatchRound) -> dict[str, str]:
-        """order id -> rider id; raises httpx.HTTPStatusError on an answer other than 200
-        (after retrying shed rounds)."""
-        self._pace(round_.now)
+        """order id -> rider id, sent at the round's time when paced; raises
+        httpx.HTTPStatusError on an answer other than 200 (after retrying shed rounds)."""
+        if self.speedup is not None:
+            self._pace(round_.now)
+            self.paced += 1
+        return self.unpaced(round_)
+
+    def unpaced(self, round_: DispatchRound) -> dict[str, str]:
+        """As a call, sent at once: for a round that is not the day's own (a rollout's, at a
+        minute still to come; paced, it would hold the day's next rounds back)."""
         body = DispatchRequest.from_domain(round_).model_dump_json().encode()
         t0 = time.perf_counter()
         for _ in range(MAX_RETRIES):
@@ -54,8 +64,6 @@ class ServedDecider:
         raise RuntimeError(f"{self.endpoint}: still shed after {MAX_RETRIES} tries")
 
     def _pace(self, day_s: float) -> None:
-        if self.speedup is None:
-            return
         if self._t0 is None:
             self._t0 = (day_s, time.monotonic())
         due = self._t0[1] + (day_s - self._t0[0]) / self.speedup
@@ -66,8 +74,9 @@ class ServedDecider:
             self.late_s = max(self.late_s, -wait)
 
     def summary(self) -> dict[str, float]:
-        """Dispatch calls sent (a round sends one per plan variant), their latency p50/p99 (ms),
-        shed-and-retried count, worst pacing lag."""
+        """Dispatch calls sent (a round sends one per plan variant, a rollout one per round it
+        replays), those paced, their latency p50/p99 (ms), shed-and-retried count, worst
+        pacing lag."""
         lat = sorted(self.latencies_ms)
 
         def pct(q: float) -> float:
@@ -75,6 +84,7 @@ class ServedDecider:
 
         return {
             "calls": len(lat),
+            "paced": self.paced,
             "p50_ms": pct(0.5),
             "p99_ms": pct(0.99),
             "retries": self.retries,

@@ -187,12 +187,15 @@ class Replay:
     undelivered: list[str] = field(default_factory=list)
     rounds: int = 0
     plans: int = 0  # dispatch calls (a round plans again without couriers past their shift)
-    rollouts: int = 0  # rollouts run (one per thing a round's plans do now; their calls in plans)
+    rollouts: int = 0  # rollouts run (one per thing a round's plans do now)
+    rollout_plans: int = 0  # the rollouts' dispatch calls (counted in plans too)
     dispatch_ms: float = 0.0
     plan_ms: list[float] = field(default_factory=list)  # per plan: every variant, the pricing
 
 
 #: A round's decision maker: the in-process ``dispatch_round`` or a served endpoint's client.
+#: One that waits for a round's time (a paced client) offers ``unpaced``, the same decisions
+#: at once: a rollout's rounds are at minutes still to come and must not wait for them.
 Decide = Callable[[DispatchRound], dict[str, str]]
 
 
@@ -513,6 +516,7 @@ class DaySimulator:
             fork._planned.clear()
         out.rollouts += 1
         out.plans += seen.plans
+        out.rollout_plans += seen.plans
         out.dispatch_ms += seen.dispatch_ms
         drops = {o: d for b in seen.bundles for o, d in zip(b.orders, b.dropoffs, strict=True)}
         cost = 0.0
@@ -526,8 +530,9 @@ class DaySimulator:
     def _fork(self) -> DaySimulator:
         """This day as it stands, for a rollout: its couriers and plans copied, the instance
         and the orders seen so far shared (read only), the policy without variants or
-        rollouts."""
+        rollouts, and decisions made at once (``Decide``: a paced client's ``unpaced``)."""
         fork = copy.copy(self)
+        fork.decide = getattr(self.decide, "unpaced", self.decide)
         fork.policy = replace(self.policy, plans=1, rollout_min=0, round_budget_ms=None)
         fork.couriers = {cid: replace(state) for cid, state in self.couriers.items()}
         fork._planned = set(self._planned)

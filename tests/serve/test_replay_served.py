@@ -34,3 +34,21 @@ def test_a_served_replay_decides_as_the_in_process_one(
     assert served.rollouts == local.rollouts
     if policy.rollout_min:
         assert local.rollouts > 0  # some round's variants disagreed, and rollouts judged them
+
+
+def test_a_paced_replay_paces_the_days_rounds_and_sends_rollouts_at_once(
+    serve_url: str, tmp_path: Path
+):
+    """Paced (``--speedup``), a round leaves at its minute of the day; a rollout's rounds are
+    minutes still to come, so they go at once (paced, each would hold the day's next round
+    back by up to ``rollout_min`` minutes of the day)."""
+    inst = load_instance(morning(tmp_path / "morning"))
+    local = replay(inst)
+    with ServedDecider(serve_url, speedup=6000) as decide:
+        served = replay(inst, decide=decide)
+    assert served.bundles == local.bundles
+    assert served.moves == local.moves
+    assert served.rollout_plans == local.rollout_plans > 0
+    summary = decide.summary()
+    assert summary["calls"] == served.plans
+    assert summary["paced"] == served.plans - served.rollout_plans
