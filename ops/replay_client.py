@@ -12,6 +12,7 @@ nothing is lost.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
 import httpx
@@ -21,6 +22,7 @@ from domain import DispatchRound
 from serve_app.schemas import DispatchRequest
 
 MAX_RETRIES = 20
+MAX_SIDE_BY_SIDE = 16  # calls in flight at once (a round's variants, its rollouts' rounds)
 
 
 class ServedDecider:
@@ -35,6 +37,7 @@ class ServedDecider:
         self.latencies_ms: list[float] = []  # per dispatch call, retries included
         self.late_s = 0.0  # how far behind the paced schedule rounds were sent, at most
         self.paced = 0  # calls sent at their round's time (the day's own rounds)
+        self._pool = ThreadPoolExecutor(MAX_SIDE_BY_SIDE, thread_name_prefix="replay-call")
 
     def __call__(self, round_: DispatchRound) -> dict[str, str]:
         """order id -> rider id, sent at the round's time when paced; raises
@@ -43,6 +46,13 @@ class ServedDecider:
             self._pace(round_.now)
             self.paced += 1
         return self.unpaced(round_)
+
+    def many(self, rounds: list[DispatchRound]) -> list[dict[str, str]]:
+        """Rounds of one minute (a round's variants) sent side by side, paced as one."""
+        if self.speedup is not None:
+            self._pace(rounds[0].now)
+            self.paced += len(rounds)
+        return list(self._pool.map(self.unpaced, rounds))
 
     def unpaced(self, round_: DispatchRound) -> dict[str, str]:
         """As a call, sent at once: for a round that is not the day's own (a rollout's, at a
@@ -100,4 +110,5 @@ class ServedDecider:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._pool.shutdown()
         self.client.close()

@@ -67,6 +67,7 @@ import copy
 import math
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider
@@ -195,7 +196,11 @@ class Replay:
 
 #: A round's decision maker: the in-process ``dispatch_round`` or a served endpoint's client.
 #: One that waits for a round's time (a paced client) offers ``unpaced``, the same decisions
-#: at once: a rollout's rounds are at minutes still to come and must not wait for them.
+#: at once: a rollout's rounds are at minutes still to come and must not wait for them. One
+#: whose calls wait on I/O (a served client) offers ``many(rounds) -> plans``, the rounds
+#: decided side by side: a round's variants are then sent at once and its rollouts run side
+#: by side, the decisions unchanged (without ``round_budget_ms``: a budget stops variants as
+#: they come).
 Decide = Callable[[DispatchRound], dict[str, str]]
 
 
@@ -450,25 +455,44 @@ class DaySimulator:
                 return judge.cost(chosen)
             return self._plan_cost(t, chosen, open_, due_min)
 
-        for k, weights in enumerate(plan_variants(round_.weights, self.policy.plans)):
+        variants = plan_variants(round_.weights, self.policy.plans)
+        many = getattr(self.decide, "many", None) if budget_s is None else None
+        if many is not None:  # side by side (see Decide), priced once all are in
+            t0 = time.perf_counter()
+            answers = iter(many([round_, *(replace(round_, weights=w) for w in variants[1:])]))
+            out.dispatch_ms += (time.perf_counter() - t0) * 1e3
+        for k, weights in enumerate(variants):
             if k and budget_s is not None and time.perf_counter() - start >= budget_s:
                 break
-            t0 = time.perf_counter()
-            chosen = self.decide(replace(round_, weights=weights) if k else round_)
-            out.dispatch_ms += (time.perf_counter() - t0) * 1e3
+            if many is not None:
+                chosen = next(answers)
+            else:
+                t0 = time.perf_counter()
+                chosen = self.decide(replace(round_, weights=weights) if k else round_)
+                out.dispatch_ms += (time.perf_counter() - t0) * 1e3
             out.plans += 1
             if chosen in distinct:
                 continue
             if judge is not None and not judge.differs(chosen):
                 continue  # does now what the first plan does: the same day follows
             distinct.append(chosen)
-            if len(distinct) == 1:
+            if len(distinct) == 1 or many is not None:
                 continue  # priced once another plan differs from it
             if len(distinct) == 2:
                 best, best_cost = distinct[0], price(distinct[0])
             cost = price(chosen)
             if cost < best_cost - 1e-9:
                 best, best_cost = chosen, cost
+        if many is not None and len(distinct) > 1:
+            costs = (
+                judge.costs(distinct)
+                if judge is not None
+                else [self._plan_cost(t, plan, open_, due_min) for plan in distinct]
+            )
+            best, best_cost = distinct[0], costs[0]
+            for plan, cost in zip(distinct[1:], costs[1:], strict=True):
+                if cost < best_cost - 1e-9:
+                    best, best_cost = plan, cost
         out.plan_ms.append((time.perf_counter() - start) * 1e3)
         return best if len(distinct) > 1 else distinct[0]
 
@@ -506,6 +530,25 @@ class DaySimulator:
         one, else at the drop-off the copy's last plan expected (unplanned, or no round
         planned after ``t``: ``UNPLANNED_MIN`` late). The copy's dispatch calls count in
         ``out.plans``."""
+        cost, seen = self._roll_out(t, committed, due_min)
+        self._count_rollout(seen, out)
+        return cost
+
+    @staticmethod
+    def _count_rollout(seen: Replay, out: Replay) -> None:
+        out.rollouts += 1
+        out.plans += seen.plans
+        out.rollout_plans += seen.plans
+        out.dispatch_ms += seen.dispatch_ms
+
+    def _roll_out(
+        self,
+        t: int,
+        committed: tuple[DaySimulator, dict[str, MdrpOrder], Replay],
+        due_min: dict[str, float],
+    ) -> tuple[float, Replay]:
+        """``_rollout_cost``'s cost and what the copy did, touching nothing but the copy (so
+        rollouts of one round may run side by side)."""
         fork, still_open, seen = committed
         step, end = self.policy.round_min, t + self.policy.rollout_min
         for now in range(t + step, end + 1, step):
@@ -514,10 +557,6 @@ class DaySimulator:
             if self.policy.reposition_min:
                 fork._reposition(now, seen)
             fork._planned.clear()
-        out.rollouts += 1
-        out.plans += seen.plans
-        out.rollout_plans += seen.plans
-        out.dispatch_ms += seen.dispatch_ms
         drops = {o: d for b in seen.bundles for o, d in zip(b.orders, b.dropoffs, strict=True)}
         cost = 0.0
         for oid, due in due_min.items():
@@ -525,7 +564,7 @@ class DaySimulator:
                 cost += drops[oid] - due
             else:
                 cost += fork._drop_in_plan.get(oid, due + UNPLANNED_MIN) - due
-        return cost
+        return cost, seen
 
     def _fork(self) -> DaySimulator:
         """This day as it stands, for a rollout: its couriers and plans copied, the instance
@@ -737,6 +776,24 @@ class _Rollouts:
                 self.t, (fork, still_open, seen), self.due_min, self.out
             )
         return self._costs[signature]
+
+    def costs(self, plans: list[dict[str, str]]) -> list[float]:
+        """``cost`` of each of ``plans``, the rollouts not yet run side by side in threads
+        (for a decider whose calls wait on I/O; see ``Decide``); the same costs."""
+        todo = {}
+        for plan in plans:
+            *committed, signature = self._commit(plan)
+            if signature not in self._costs:
+                todo.setdefault(signature, tuple(committed))
+        if todo:
+            with ThreadPoolExecutor(len(todo)) as pool:
+                done = list(
+                    pool.map(lambda c: self.day._roll_out(self.t, c, self.due_min), todo.values())
+                )
+            for signature, (cost, seen) in zip(todo, done, strict=True):
+                self._costs[signature] = cost
+                self.day._count_rollout(seen, self.out)
+        return [self._costs[self._commit(plan)[3]] for plan in plans]
 
 
 def plan_variants(weights: DispatchWeights, n: int) -> list[DispatchWeights]:
