@@ -573,7 +573,10 @@ class DaySimulator:
         fork = copy.copy(self)
         fork.decide = getattr(self.decide, "unpaced", self.decide)
         fork.policy = replace(self.policy, plans=1, rollout_min=0, round_budget_ms=None)
-        fork.couriers = {cid: replace(state) for cid, state in self.couriers.items()}
+        fork.couriers = {  # field by field: dataclasses.replace took 4% of a rollout day
+            cid: CourierState(s.courier, s.place, s.x, s.y, s.free_at)
+            for cid, s in self.couriers.items()
+        }
         fork._planned = set(self._planned)
         fork._drop_in_plan = {}
         return fork
