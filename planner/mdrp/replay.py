@@ -457,15 +457,17 @@ class DaySimulator:
 
         variants = plan_variants(round_.weights, self.policy.plans)
         many = getattr(self.decide, "many", None) if budget_s is None else None
-        if many is not None:  # side by side (see Decide), priced once all are in
+        if many is not None:  # side by side (see Decide); the loop below then only chooses
             t0 = time.perf_counter()
-            answers = iter(many([round_, *(replace(round_, weights=w) for w in variants[1:])]))
+            answers = many([round_, *(replace(round_, weights=w) for w in variants[1:])])
             out.dispatch_ms += (time.perf_counter() - t0) * 1e3
+            if judge is not None:
+                judge.roll_out_side_by_side(answers)
         for k, weights in enumerate(variants):
             if k and budget_s is not None and time.perf_counter() - start >= budget_s:
                 break
             if many is not None:
-                chosen = next(answers)
+                chosen = answers[k]
             else:
                 t0 = time.perf_counter()
                 chosen = self.decide(replace(round_, weights=weights) if k else round_)
@@ -476,23 +478,13 @@ class DaySimulator:
             if judge is not None and not judge.differs(chosen):
                 continue  # does now what the first plan does: the same day follows
             distinct.append(chosen)
-            if len(distinct) == 1 or many is not None:
+            if len(distinct) == 1:
                 continue  # priced once another plan differs from it
             if len(distinct) == 2:
                 best, best_cost = distinct[0], price(distinct[0])
             cost = price(chosen)
             if cost < best_cost - 1e-9:
                 best, best_cost = chosen, cost
-        if many is not None and len(distinct) > 1:
-            costs = (
-                judge.costs(distinct)
-                if judge is not None
-                else [self._plan_cost(t, plan, open_, due_min) for plan in distinct]
-            )
-            best, best_cost = distinct[0], costs[0]
-            for plan, cost in zip(distinct[1:], costs[1:], strict=True):
-                if cost < best_cost - 1e-9:
-                    best, best_cost = plan, cost
         out.plan_ms.append((time.perf_counter() - start) * 1e3)
         return best if len(distinct) > 1 else distinct[0]
 
@@ -780,23 +772,26 @@ class _Rollouts:
             )
         return self._costs[signature]
 
-    def costs(self, plans: list[dict[str, str]]) -> list[float]:
-        """``cost`` of each of ``plans``, the rollouts not yet run side by side in threads
-        (for a decider whose calls wait on I/O; see ``Decide``); the same costs."""
-        todo = {}
+    def roll_out_side_by_side(self, plans: list[dict[str, str]]) -> None:
+        """Run, side by side in threads, the rollouts ``cost`` will be asked for: one per
+        signature of ``plans`` when they have two or more (for a decider whose calls wait on
+        I/O; see ``Decide``). The costs and their accounting are the same as one by one."""
+        signatures: dict[tuple, tuple] = {}
         for plan in plans:
             *committed, signature = self._commit(plan)
-            if signature not in self._costs:
-                todo.setdefault(signature, tuple(committed))
-        if todo:
-            with ThreadPoolExecutor(len(todo)) as pool:
-                done = list(
-                    pool.map(lambda c: self.day._roll_out(self.t, c, self.due_min), todo.values())
-                )
-            for signature, (cost, seen) in zip(todo, done, strict=True):
-                self._costs[signature] = cost
-                self.day._count_rollout(seen, self.out)
-        return [self._costs[self._commit(plan)[3]] for plan in plans]
+            signatures.setdefault(signature, tuple(committed))
+        if len(signatures) < 2:
+            return  # no plan differs from the first: none is priced
+        todo = {sig: c for sig, c in signatures.items() if sig not in self._costs}
+        if not todo:
+            return
+        with ThreadPoolExecutor(len(todo)) as pool:
+            done = list(
+                pool.map(lambda c: self.day._roll_out(self.t, c, self.due_min), todo.values())
+            )
+        for signature, (cost, seen) in zip(todo, done, strict=True):
+            self._costs[signature] = cost
+            self.day._count_rollout(seen, self.out)
 
 
 def plan_variants(weights: DispatchWeights, n: int) -> list[DispatchWeights]:
