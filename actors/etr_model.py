@@ -85,7 +85,10 @@ class EtrUserConfig(BaseModel):
     )
     batching: bool = Field(True, description="False runs every request on its own (baseline).")
     offline_aging_s: float = Field(
-        10.0, gt=0, description="An offline request waiting this long is served as online."
+        10.0,
+        gt=0,
+        description="An offline request waiting this long is served as online, a batch per "
+        "turn among the online requests (never all of it ahead of them).",
     )
     offline_rows_while_online: int = Field(
         32,

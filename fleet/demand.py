@@ -142,8 +142,11 @@ def make_arrivals(scenario: Scenario, cities: list[City], rng: np.random.Generat
         if not len(placed):
             continue
         n_q = rng.poisson(tr.queries_per_order, len(placed))
-        qt = np.repeat(placed, n_q) - rng.uniform(0, tr.query_lead_min * 60, int(n_q.sum()))
-        qt = np.maximum(qt, 0.0)
+        before = np.repeat(placed, n_q)
+        # An order placed in the day's first minutes had its views since the day began (not
+        # all at its first second: clamping them to 0 made a burst no day has).
+        lead = np.minimum(tr.query_lead_min * 60, before)
+        qt = before - rng.uniform(0, 1, int(n_q.sum())) * lead
         parts.append(_part(qt, index[etr], True, tr.rows_per_query, tr.rows_per_query, 0, city))
         if small is not None:
             start = placed[0] + rng.uniform(0, tr.round_period_s)

@@ -49,6 +49,9 @@ class _Waiting:
     enqueued_at: float
     deadline: float
     taken: int = 0  # rows already placed in a batch
+    # An aged offline request's place among online ones: when it aged, then when the batch
+    # after the one it last rode in was made (nan: it rode in the last one, set at the next)
+    turn: float = -math.inf
 
 
 @dataclass
@@ -119,12 +122,16 @@ class BatchQueue:
             if w.taken == 0 and now >= w.deadline:
                 del self._waiting[w.key]
                 batch.expired.append(w.key)
+        for w in self._waiting.values():
+            if math.isnan(w.turn):
+                w.turn = now
         room = max_rows
         offline_room = max_rows if max_offline_rows is None else max_offline_rows
-        for w in sorted(self._waiting.values(), key=lambda w: (self._rank(w, now), w.key)):
+        for w in sorted(self._waiting.values(), key=lambda w: self._order(w, now)):
             if room == 0:
                 break
-            offline = self._rank(w, now) == TrafficClass.OFFLINE.rank
+            rank = self._rank(w, now)
+            offline = rank == TrafficClass.OFFLINE.rank
             n = min(room, w.rows - w.taken, offline_room if offline else room)
             if n == 0:
                 break  # offline requests sort last: none of the rest fits either
@@ -135,7 +142,17 @@ class BatchQueue:
             room -= n
             if w.taken == w.rows:
                 del self._waiting[w.key]
+            elif rank != w.traffic_class.rank:  # aged: yields its next turn
+                w.turn = math.nan
         return batch
+
+    def _order(self, w: _Waiting, now: float) -> tuple[int, float, bool, int]:
+        """Sort key: class rank; within online, arrival (an aged offline request: its turn,
+        after online requests of the same instant); then arrival order."""
+        rank = self._rank(w, now)
+        if rank != w.traffic_class.rank:
+            return rank, max(w.turn, w.enqueued_at + self.offline_aging_s), True, w.key
+        return rank, w.enqueued_at, False, w.key
 
     def _rank(self, w: _Waiting, now: float) -> int:
         if w.traffic_class is TrafficClass.OFFLINE and now - w.enqueued_at >= self.offline_aging_s:

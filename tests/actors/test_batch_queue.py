@@ -64,6 +64,20 @@ def test_offline_waiting_past_its_aging_is_served_as_online():
     assert [s.key for s in q.next_batch(2, now=6.0).slices] == [new]
 
 
+def test_aged_offline_work_takes_turns_with_online_instead_of_running_whole_first():
+    q = BatchQueue(offline_aging_s=5.0)
+    bulk = q.put(6, OFF, now=0.0)  # aged at 5.0: three batches of 2 rows
+    early = q.put(2, ON, now=4.0)  # came before the bulk aged: goes first
+    assert [s.key for s in q.next_batch(2, now=6.0).slices] == [early]
+    assert q.next_batch(2, now=6.0).slices == [Slice(bulk, 0, 2)]
+    fresh = q.put(2, ON, now=6.5)  # came after the bulk's turn: goes before its next batch
+    assert [s.key for s in q.next_batch(2, now=7.0).slices] == [fresh]
+    assert q.next_batch(2, now=7.0).slices == [Slice(bulk, 2, 4)]
+    later = q.put(2, ON, now=8.0)
+    assert [s.key for s in q.next_batch(2, now=8.0).slices] == [later]
+    assert q.next_batch(2, now=8.0).slices == [Slice(bulk, 4, 6)]
+
+
 def test_a_withdrawn_request_never_runs():
     q = BatchQueue()
     gone = q.put(3, ON, now=0.0)
