@@ -26,7 +26,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -43,22 +43,32 @@ from domain import TrafficClass
 from etr import Prediction, load_artifact, load_runtime, versions
 from etr.runtime import EtrRuntime, check_features
 
+if TYPE_CHECKING:
+    from devices.profiles import ModelProfile
+
 log = logging.getLogger("orml.etr")
 
 
-def enforce_memory_budget(device: str, max_batch: int, budget_mb: float) -> None:
-    """Refuse a batch size whose profiled memory exceeds the budget; cap CuPy's pool on a GPU.
-
-    device : "cpu" or "cuda:<n>". The need is the ETR profile of this device's type
-    (``devices.profiles``: measured, else the scaled estimate) at ``max_batch`` rows. Raises
-    ValueError naming both numbers, which fails the deployment's reconfigure with that message.
-    """
+def etr_profile(device: str) -> tuple[str, ModelProfile]:
+    """This device's type ("cpu" or "cuda:<n>") and its ETR profile (``devices.profiles``:
+    measured, else the scaled estimate)."""
     from devices.catalog import local_gpu_type
     from devices.profiles import ProfileSet
 
     root = Path(__file__).resolve().parents[1] / "profiles"
     device_type = "CPU-2core" if device == "cpu" else local_gpu_type()
-    need = ProfileSet.load(root).get("etr", device_type).memory_mb(max_batch)
+    return device_type, ProfileSet.load(root).get("etr", device_type)
+
+
+def enforce_memory_budget(device: str, max_batch: int, budget_mb: float) -> None:
+    """Refuse a batch size whose profiled memory exceeds the budget; cap CuPy's pool on a GPU.
+
+    device : "cpu" or "cuda:<n>". The need is the ETR profile of this device's type at
+    ``max_batch`` rows. Raises ValueError naming both numbers, which fails the deployment's
+    reconfigure with that message.
+    """
+    device_type, profile = etr_profile(device)
+    need = profile.memory_mb(max_batch)
     if need > budget_mb:
         raise ValueError(
             f"max_batch_size {max_batch} needs {need:.0f} MiB on {device_type}, over the "
@@ -68,6 +78,15 @@ def enforce_memory_budget(device: str, max_batch: int, budget_mb: float) -> None
         import cupy
 
         cupy.get_default_memory_pool().set_limit(size=int(budget_mb * 2**20))
+
+
+def profiled_call_s(device: str, rows: int) -> float:
+    """Seconds one call of ``rows`` rows takes on this device by its ETR profile (p50); inf
+    when there is none."""
+    try:
+        return etr_profile(device)[1].latency_ms(rows, "p50") / 1e3
+    except (KeyError, LookupError, OSError, ValueError, RuntimeError):
+        return math.inf
 
 
 class EtrUserConfig(BaseModel):
@@ -98,6 +117,14 @@ class EtrUserConfig(BaseModel):
         "time grows with its rows and is not preempted, so an online request arriving during a "
         "long bulk call would wait for all of it. With no online traffic, offline batches fill "
         "max_batch_size.",
+    )
+    offline_short_call_ms: float = Field(
+        0.0,
+        ge=0,
+        le=10_000,
+        description="An offline-only call of offline_rows_while_online rows that this device's "
+        "profile says takes at most this long runs while online traffic flows, instead of "
+        "waiting for a pause (an online request then waits that long at most). 0: always wait.",
     )
     memory_budget_mb: float | None = Field(
         None,
@@ -201,6 +228,7 @@ class EtrDeployment:
         )
         self._queue = BatchQueue(self.config.offline_aging_s)
         self._pacing = OfflinePacing(self.config.offline_rows_while_online)
+        self._offline_call_s = math.inf  # an offline-only call's time by the profile
         self._pending: dict[int, _Pending] = {}
         self._has_work: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
@@ -233,6 +261,15 @@ class EtrDeployment:
             self.models, self.serving, self.config = models, serving, config
             self._queue.offline_aging_s = config.offline_aging_s
             self._pacing.rows_while_online = config.offline_rows_while_online
+            self._pacing.short_call_s = config.offline_short_call_ms / 1e3
+            self._offline_call_s = (
+                profiled_call_s(
+                    serving.runtime.device,
+                    min(config.offline_rows_while_online, config.max_batch_size),
+                )
+                if config.offline_short_call_ms
+                else math.inf
+            )
             if self.guard is None:  # armed once, with the first model (it probes at once)
                 self.guard = replica_guard(serving.runtime.device, self._probe, self.settings)
 
@@ -384,7 +421,7 @@ class EtrDeployment:
         return self._pacing.offline_cap(time.monotonic(), self.config.max_batch_size)
 
     def _offline_hold_s(self) -> float:
-        return self._pacing.hold_s(self._queue, time.monotonic())
+        return self._pacing.hold_s(self._queue, time.monotonic(), self._offline_call_s)
 
     async def _run_alone(
         self, features: np.ndarray, cls: TrafficClass, model: LoadedModel

@@ -236,6 +236,7 @@ def settings_of(scenario: Scenario) -> Settings:
         min_replicas=f.autoscale.min_replicas,
         offline_aging_s=f.offline_aging_s,
         offline_rows_while_online=f.offline_rows_while_online,
+        offline_short_call_s=f.offline_short_call_ms / 1e3,
         offline_concurrency=f.offline_concurrency,
         jitter_sigma=scenario.call_costs.jitter_sigma,
         lanes=tuple(

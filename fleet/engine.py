@@ -124,6 +124,8 @@ class Settings:
     # (deployment, max_in_flight, max_queued); none: no lanes.
     lanes: tuple[tuple[str, int, int], ...] = ()
     offline_max_share: float = 0.5
+    # OfflinePacing.short_call_s: an offline-only call this short runs beside online traffic
+    offline_short_call_s: float = 0.0
 
 
 class ServeDelay:
@@ -193,6 +195,8 @@ class Replica:
     window_s: float
     aging_s: float
     rows_while_online: int
+    short_call_s: float = 0.0  # OfflinePacing.short_call_s
+    offline_call_s: float = math.inf  # an offline-only call of rows_while_online rows here
     state: str = "starting"  # starting -> ready -> draining -> gone; or dead
     outstanding: int = 0
     running: bool = False
@@ -208,7 +212,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         self.queue = BatchQueue(self.aging_s)
-        self.pacing = OfflinePacing(self.rows_while_online)
+        self.pacing = OfflinePacing(self.rows_while_online, short_call_s=self.short_call_s)
         self.device = BusyTracker(self.window_s, self.clock)
         self.by_class = {c: BusyTracker(self.window_s, self.clock) for c in TrafficClass}
 
@@ -445,7 +449,7 @@ class FleetSim:
             return
         cap = None
         if self.policy.classes:
-            hold = rep.pacing.hold_s(rep.queue, self.now)
+            hold = rep.pacing.hold_s(rep.queue, self.now, rep.offline_call_s)
             if hold > 0:
                 if rep.hold_at > self.now + hold:
                     rep.hold_at = self.now + hold
@@ -551,6 +555,14 @@ class FleetSim:
             self.settings.busy_window_s,
             self.settings.offline_aging_s,
             self.settings.offline_rows_while_online,
+            self.settings.offline_short_call_s,
+            # What the replica's profile says such a call takes (a row is a unit of work
+            # for the batched models whose offline rows these are).
+            self.call_ms(
+                d.model, slot.gpu, min(self.settings.offline_rows_while_online, slot.batch)
+            )
+            / 1e3
+            / slot.share,
         )
         self.replicas[d.name].append(rep)
         self._card_type[card] = slot.gpu

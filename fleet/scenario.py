@@ -111,6 +111,12 @@ class Fleet(_Strict):
     serve_target_ongoing_requests: float = Field(gt=0)
     offline_aging_s: float = Field(gt=0)
     offline_rows_while_online: int = Field(ge=1)
+    offline_short_call_ms: float = Field(
+        0.0,
+        ge=0,
+        description="An offline-only call of offline_rows_while_online rows expected to take "
+        "at most this long runs beside online traffic (0: it waits for a pause).",
+    )
     offline_concurrency: int = Field(ge=1, description="A bulk job's requests in flight.")
 
 

@@ -165,11 +165,15 @@ class OfflinePacing:
     """Offline rows beside online traffic. A call is not preempted and its time grows with its
     rows, so while online requests keep arriving (one in the last ``online_recent_s``
     seconds) offline rows ride along in calls made for online rows, at most
-    ``rows_while_online`` per call, and offline-only calls wait until online traffic pauses.
+    ``rows_while_online`` per call, and offline-only calls wait until online traffic pauses,
+    unless such a call is short: one expected to take at most ``short_call_s`` runs at once
+    (an online request arriving meanwhile waits that long at most; holding it would leave
+    the device idle beside steady online traffic and starve the offline work until it ages).
     With no online traffic, offline batches fill the whole call."""
 
     rows_while_online: int
     online_recent_s: float = 1.0
+    short_call_s: float = 0.0  # 0: offline-only calls always wait for a pause
     online_at: float = -math.inf  # when the last online request arrived
 
     def saw_online(self, now: float) -> None:
@@ -181,8 +185,10 @@ class OfflinePacing:
             return max_rows
         return min(self.rows_while_online, max_rows)
 
-    def hold_s(self, queue: BatchQueue, now: float) -> float:
-        """How long a call with only offline rows in ``queue`` should wait now (0: run)."""
-        if queue.has_online(now):
+    def hold_s(self, queue: BatchQueue, now: float, call_s: float = math.inf) -> float:
+        """How long a call with only offline rows in ``queue`` should wait now (0: run).
+        call_s : the expected time of an offline-only call of ``rows_while_online`` rows on
+        this device (seconds; inf when unknown: hold)."""
+        if queue.has_online(now) or call_s <= self.short_call_s:
             return 0.0
         return max(0.0, self.online_at + self.online_recent_s - now)

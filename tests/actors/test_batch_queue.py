@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from actors.scheduling import BatchQueue, Slice
+from actors.scheduling import BatchQueue, OfflinePacing, Slice
 from domain import TrafficClass
 
 ON, OFF = TrafficClass.ONLINE, TrafficClass.OFFLINE
@@ -76,6 +76,24 @@ def test_aged_offline_work_takes_turns_with_online_instead_of_running_whole_firs
     later = q.put(2, ON, now=8.0)
     assert [s.key for s in q.next_batch(2, now=8.0).slices] == [later]
     assert q.next_batch(2, now=8.0).slices == [Slice(bulk, 4, 6)]
+
+
+def test_offline_only_calls_wait_for_a_pause_in_online_traffic_unless_they_are_short():
+    q = BatchQueue()
+    q.put(500, OFF, now=0.0)
+    pacing = OfflinePacing(rows_while_online=64, short_call_s=0.025)
+    pacing.saw_online(10.0)
+    # Online traffic flowing: a long (or unknown) offline-only call waits out the second...
+    assert pacing.hold_s(q, now=10.2) == pytest.approx(0.8)
+    assert pacing.hold_s(q, now=10.2, call_s=0.040) == pytest.approx(0.8)
+    # ...a short one runs now, capped at rows_while_online rows.
+    assert pacing.hold_s(q, now=10.2, call_s=0.010) == 0.0
+    assert pacing.offline_cap(now=10.2, max_rows=256) == 64
+    # Online traffic paused: offline fills the call.
+    assert pacing.hold_s(q, now=11.5) == 0.0
+    assert pacing.offline_cap(now=11.5, max_rows=256) == 256
+    # short_call_s 0 (the default): always wait for the pause.
+    assert OfflinePacing(rows_while_online=64, online_at=10.0).hold_s(q, 10.2, 0.001) > 0
 
 
 def test_a_withdrawn_request_never_runs():
