@@ -339,7 +339,10 @@ class EtrDeployment:
         if (
             not self._device.locked()
             and not len(self._queue)
-            and len(features) <= self.config.max_batch_size
+            # Offline rows run alone only as many as one call may carry now (a short
+            # offline-only call beside online traffic is capped at offline_rows_while_online).
+            and len(features)
+            <= (self.config.max_batch_size if cls is TrafficClass.ONLINE else self._offline_cap())
             and (cls is TrafficClass.ONLINE or self._offline_hold_s() == 0)
             and self.config.batch_wait_timeout_s == 0
         ):
