@@ -142,6 +142,20 @@ def test_while_online_traffic_flows_offline_rows_ride_along_capped(replica):
     np.testing.assert_allclose(minutes.minutes, RUNTIME.predict(ROWS[1:41]), rtol=1e-6)
 
 
+def test_short_offline_only_calls_run_beside_online_traffic_capped(replica):
+    # The CPU profile says a 32-row call takes microseconds: short under a 5 ms bound.
+    rec = Recording(replica)
+    reconfigure(replica, {"offline_rows_while_online": 32, "offline_short_call_ms": 5})
+
+    async def go():
+        await replica.predict(ROWS[0:1])  # online traffic is flowing
+        return await replica.predict(ROWS[1:41], "offline")  # no online call to ride along
+
+    minutes = asyncio.run(go())
+    assert rec.batches == [1, 32, 8] and rec.classes[1:] == ["offline", "offline"]
+    np.testing.assert_allclose(minutes.minutes, RUNTIME.predict(ROWS[1:41]), rtol=1e-6)
+
+
 def test_a_version_swaps_in_while_requests_wait_each_answered_by_its_own_version(replica):
     """v1 serves; requests queue behind a busy device; reconfigure loads v2 meanwhile (off the
     event loop) and swaps. Queued requests are answered by v1, later ones by v2, each whole and
