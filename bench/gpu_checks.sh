@@ -23,17 +23,18 @@ step() {  # step NAME SECONDS COMMAND...
     echo "=== $name: exit ${PIPESTATUS[0]} after $((SECONDS - t0)) s" | tee -a "$log"
 }
 
-step device 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; python3 -V; python3 -c "import cupy, numpy, numba; print(\"cupy\", cupy.__version__, \"numpy\", numpy.__version__, \"numba\", numba.__version__)"'
-step tests 150 python3 -m pytest -q -p no:cacheprovider -m "gpu or nvcc" \
-    tests/kernels tests/planner/test_dispatch_round.py tests/etr/test_runtimes.py
-step stream_priority 150 python3 bench/stream_priority.py \
+step device 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; python3 -V; python3 -c "import cupy, numpy, numba; print(\"cupy\", cupy.__version__, \"numpy\", numpy.__version__, \"numba\", numba.__version__)"; nproc'
+# The stream-priority bench first: it is what a short lease must not miss.
+step stream_priority 110 python3 bench/stream_priority.py \
     --json "$out/files/stream_priority.json" --out "$out/files"
-step kernels 150 python3 bench/kernels.py --json "$out/files/kernels.json" --out "$out/files"
-step gpu_profile 60 python3 bench/gpu_profile.py --json "$out/files/gpu_profile.json" \
+step tests 120 python3 -m pytest -q -p no:cacheprovider -m "gpu or nvcc" \
+    tests/kernels tests/planner/test_dispatch_round.py tests/etr/test_runtimes.py
+step kernels 110 python3 bench/kernels.py --json "$out/files/kernels.json" --out "$out/files"
+step gpu_profile 45 python3 bench/gpu_profile.py --json "$out/files/gpu_profile.json" \
     --out "$out/files"
-step etr 70 python3 bench/etr.py --quick --json "$out/files/etr.json" --out "$out/files" \
+step etr 60 python3 bench/etr.py --quick --json "$out/files/etr.json" --out "$out/files" \
     --profiles "$out/files/profiles"
-step or_solver_profile 60 python3 -m placement.profiler or_solver --backend cupy
+step or_solver_profile 45 python3 -m placement.profiler or_solver --backend cupy
 cp -r profiles/or_solver "$out/files/profiles_or_solver" 2>/dev/null
 tar -czf "$out/gpu_results.tgz" -C "$out" files && rm -rf "$out/files"
 echo "=== done $(date -u +%H:%M:%S)" | tee -a "$log"

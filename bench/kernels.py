@@ -116,16 +116,19 @@ def bench_schedule(n_riders: int, n_orders: int, repeats: int, log) -> dict:
     return row
 
 
-def bench_round(n_riders: int, n_orders: int, repeats: int, log) -> list[dict]:
+def bench_round(
+    n_riders: int, n_orders: int, repeats: int, log, backend: str = "numpy"
+) -> list[dict]:
+    """``dispatch_round`` end to end on one backend, without and with route improvement."""
     round_ = generate_round(n_riders, n_orders, seed=11, route_stops=(0, 12))
     rows = []
     for improve in (False, True):
-        dispatch_round(round_, backend="numpy", improve_routes=improve)
+        dispatch_round(round_, backend=backend, improve_routes=improve)
         plans = []
         walls = []
         for _ in range(repeats):
             t0 = time.perf_counter()
-            plans.append(dispatch_round(round_, backend="numpy", improve_routes=improve))
+            plans.append(dispatch_round(round_, backend=backend, improve_routes=improve))
             walls.append(time.perf_counter() - t0)
         stages = {
             key: statistics.median(p.timings_ms.get(key, 0.0) for p in plans)
@@ -133,14 +136,37 @@ def bench_round(n_riders: int, n_orders: int, repeats: int, log) -> list[dict]:
         }
         row = {
             "round": f"{n_riders}x{n_orders}",
+            "backend": backend,
             "improve": improve,
             "median_ms": statistics.median(walls) * 1000,
             "assigned": len(plans[0].assignments),
             **{k: round(v, 1) for k, v in stages.items()},
         }
-        log(f"  dispatch_round improve={improve}: {row['median_ms']:.0f} ms median of {repeats}")
+        log(
+            f"  dispatch_round {row['round']} {backend} improve={improve}: "
+            f"{row['median_ms']:.1f} ms median of {repeats}"
+        )
         rows.append(row)
     return rows
+
+
+def round_crossover(round_rows: list[dict]) -> list[dict]:
+    """Per round size and improve setting: NumPy against CuPy end to end (where both ran)."""
+    by_key = {(r["round"], r["improve"], r["backend"]): r["median_ms"] for r in round_rows}
+    out = []
+    for size, improve, backend in by_key:
+        if backend == "numpy" and (size, improve, "cupy") in by_key:
+            cpu, gpu = by_key[(size, improve, "numpy")], by_key[(size, improve, "cupy")]
+            out.append(
+                {
+                    "round": size,
+                    "improve": improve,
+                    "numpy_ms": cpu,
+                    "cupy_ms": gpu,
+                    "cupy_speedup": cpu / gpu,
+                }
+            )
+    return out
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -172,24 +198,32 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
-def main() -> None:
-    args = parser(__doc__, "small sizes, under a minute").parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
+def plot_round_crossover(crossover: list[dict], path: Path) -> None:
+    """CuPy's end-to-end speed-up over NumPy per round size (pairs), with and without improve."""
+    import matplotlib
 
-    sizes = [(100, 50), (1000, 300)] if args.quick else [(100, 50), (1000, 300), (5000, 1000)]
-    repeats = 3 if args.quick else 7
-    log(f"insertion_costs, {len(sizes)} sizes:")
-    rows = [bench_size(r, o, repeats, 200 if args.quick else 400, log) for r, o in sizes]
-    log("schedule:")
-    schedule_rows = [
-        bench_schedule(r, o, repeats, log)
-        for r, o in (
-            [(100, 20), (1000, 300)] if args.quick else [(100, 20), (1000, 300), (5000, 2000)]
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for improve, marker in ((False, "o"), (True, "s")):
+        mine = sorted(
+            (int(np.prod([int(n) for n in r["round"].split("x")])), r["cupy_speedup"])
+            for r in crossover
+            if r["improve"] is improve
         )
-    ]
-    log("dispatch_round 1000x300:")
-    round_rows = bench_round(1000, 300, 5 if args.quick else 11, log)
+        ax.plot(*zip(*mine, strict=True), marker=marker, ls="", label=f"improve={improve}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("riders x orders (pairs)")
+    ax.set_ylabel("NumPy ms / CuPy ms (end to end)")
+    ax.set_title("dispatch_round: where the GPU pays")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
 
+
+def print_insertion(rows: list[dict]) -> None:
     print("\ninsertion_costs (median; reference rate sampled on random pairs)")
     head = (
         f"{'size':>10} {'evaluations':>12} {'jit ms':>8} {'loop ms':>8} {'jit/loop':>8} "
@@ -209,6 +243,9 @@ def main() -> None:
                 f" {r['cupy_s'] * 1000:>8.2f} {r['cupy_vs_jit']:>7.1f}x {r['cupy_vs_loop']:>8.1f}x"
             )
         print(line)
+
+
+def print_schedule(schedule_rows: list[dict]) -> None:
     print("\nschedule (median ms per call)")
     print(f"{'size':>10} {'stops':>7} {'jit ms':>8} {'loop ms':>8} {'jit/loop':>8}")
     for r in schedule_rows:
@@ -216,15 +253,67 @@ def main() -> None:
             f"{r['size']:>10} {r['stops']:>7} {r['jit_ms']:>8.3f} {r['loop_ms']:>8.3f} "
             f"{r['jit_vs_loop']:>7.1f}x"
         )
-    print("\ndispatch_round, CPU (NumPy backend), all pairs (median ms per stage)")
-    keys = [k for k in round_rows[0] if k.endswith("_ms")]
-    print(f"{'round':>9} {'improve':>7} " + " ".join(f"{k:>12}" for k in keys))
-    for r in round_rows:
-        vals = " ".join(f"{r[k]:>12.1f}" for k in keys)
-        print(f"{r['round']:>9} {r['improve']!s:>7} {vals}")
 
-    write_csv(args.out / "kernels.csv", rows)
-    plot(rows, args.out / "kernels.png")
+
+def main() -> None:
+    ap = parser(__doc__, "small sizes, under a minute")
+    ap.add_argument(
+        "--round-sizes",
+        type=lambda text: [tuple(int(n) for n in size.split("x")) for size in text.split(",")],
+        help="time only dispatch_round at these RIDERSxORDERS sizes, e.g. 500x200,700x250",
+    )
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    rows: list[dict] = []
+    schedule_rows: list[dict] = []
+    if args.round_sizes is None:
+        sizes = [(100, 50), (1000, 300)] if args.quick else [(100, 50), (1000, 300), (5000, 1000)]
+        repeats = 3 if args.quick else 7
+        log(f"insertion_costs, {len(sizes)} sizes:")
+        rows = [bench_size(r, o, repeats, 200 if args.quick else 400, log) for r, o in sizes]
+        log("schedule:")
+        schedule_sizes = (
+            [(100, 20), (1000, 300)] if args.quick else [(100, 20), (1000, 300), (5000, 2000)]
+        )
+        schedule_rows = [bench_schedule(r, o, repeats, log) for r, o in schedule_sizes]
+    # Both backends end to end, so the table shows where a GPU starts to pay for a round.
+    backends = ["numpy", "cupy"] if cupy_available() else ["numpy"]
+    round_sizes = args.round_sizes or (
+        [(300, 100), (1000, 300)]
+        if args.quick
+        else [(50, 20), (300, 100), (1000, 300), (5000, 2000)]
+    )
+    log(f"dispatch_round, {len(round_sizes)} sizes on {', '.join(backends)}:")
+    round_rows = [
+        row
+        for r, o in round_sizes
+        for backend in backends
+        for row in bench_round(r, o, 3 if args.quick or r * o > 10**6 else 9, log, backend)
+    ]
+    crossover = round_crossover(round_rows)
+
+    if rows:
+        print_insertion(rows)
+        print_schedule(schedule_rows)
+    print("\ndispatch_round, all pairs (median ms per stage)")
+    keys = [k for k in round_rows[0] if k.endswith("_ms")]
+    print(f"{'round':>9} {'backend':>7} {'improve':>7} " + " ".join(f"{k:>12}" for k in keys))
+    for r in round_rows:
+        vals = " ".join(f"{r.get(k, 0.0):>12.1f}" for k in keys)
+        print(f"{r['round']:>9} {r['backend']:>7} {r['improve']!s:>7} {vals}")
+    if crossover:
+        print("\ndispatch_round end to end: NumPy (CPU) against CuPy (GPU), median ms")
+        print(f"{'round':>9} {'improve':>7} {'numpy ms':>9} {'cupy ms':>9} {'cupy speed-up':>13}")
+        for r in crossover:
+            print(
+                f"{r['round']:>9} {r['improve']!s:>7} {r['numpy_ms']:>9.1f} {r['cupy_ms']:>9.1f}"
+                f" {r['cupy_speedup']:>12.2f}x"
+            )
+
+    if rows:
+        write_csv(args.out / "kernels.csv", rows)
+        plot(rows, args.out / "kernels.png")
     meta = {
         "machine": platform.processor() or platform.machine(),
         "python": platform.python_version(),
@@ -234,11 +323,20 @@ def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"meta": meta, "insertion": rows, "schedule": schedule_rows, "round": round_rows},
+                {
+                    "meta": meta,
+                    "insertion": rows,
+                    "schedule": schedule_rows,
+                    "round": round_rows,
+                    "round_crossover": crossover,
+                },
                 indent=2,
             )
         )
-    log(f"wrote {args.out / 'kernels.csv'} and {args.out / 'kernels.png'}")
+    if crossover:
+        plot_round_crossover(crossover, args.out / "kernels_rounds.png")
+    if rows:
+        log(f"wrote {args.out / 'kernels.csv'} and {args.out / 'kernels.png'}")
 
 
 if __name__ == "__main__":
