@@ -30,9 +30,10 @@ from actors.offline_process import OfflineSolves
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
 from actors.scheduling import PriorityGate
+from config import get_settings
 from domain import DispatchWeights, TrafficClass
 from kernels import compiled
-from kernels.backend import module_for, resolve_backend
+from kernels.backend import backend_for_pairs, module_for, resolve_backend
 from kernels.streams import class_stream
 from planner import generate_round
 from planner.dispatch_round import (
@@ -83,12 +84,18 @@ class OrSolverDeployment:
         )
         self.gate = PriorityGate()
         self.replica = replica_id()
-        self.backend = resolve_backend(backend)
+        settings = get_settings()
+        requested = settings.backend if backend is None else backend
+        self.backend = resolve_backend(requested)
         self.xp = module_for(self.backend)
+        # "auto" on a GPU keeps rounds under gpu_min_pairs on the host (backend_for_pairs).
+        self._auto = requested == "auto"
+        self._gpu_min_pairs = settings.gpu_min_pairs
         _, probe = round_arrays(generate_round(8, 4, seed=123))
         self._probe = probe.to(self.xp)
         self._weights = DispatchWeights()
-        self._jit_pending = self.backend == "numpy"  # the compiled CPU builds, see check_health
+        # The compiled CPU builds, see check_health: a GPU replica needs them for small rounds.
+        self._jit_pending = self.round_backend(0) == "numpy"
         if self._jit_pending:
             compiled.defer()
         # Arming runs the probe: it also warms the kernels (and compiles the CUDA module).
@@ -98,6 +105,10 @@ class OrSolverDeployment:
             self.settings,
         )
         solve_round(self._probe, self._weights)  # and the assignment and insertion path
+
+    def round_backend(self, pairs: int) -> str:
+        """Where this replica solves a round of ``pairs`` rider x order pairs."""
+        return backend_for_pairs(self.backend, self._auto, pairs, self._gpu_min_pairs)
 
     def ready(self) -> dict[str, Any]:
         return {
@@ -149,11 +160,13 @@ class OrSolverDeployment:
         traffic_class: TrafficClass,
         abandon: Abandon,
     ) -> Assigned:
+        xp = module_for(self.round_backend(arrays.routes.shape[0] * len(arrays.orders)))
+
         def compute() -> Assigned:
             # On a GPU an online round's kernels go ahead of an offline round's blocks.
-            with class_stream(self.xp, online=traffic_class is TrafficClass.ONLINE):
+            with class_stream(xp, online=traffic_class is TrafficClass.ONLINE):
                 return solve_round(
-                    arrays.to(self.xp),
+                    arrays.to(xp),
                     weights,
                     etr_floor=etr_floor,
                     improve_routes=improve_routes,

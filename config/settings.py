@@ -26,6 +26,13 @@ class Settings(BaseSettings):
     backend: BackendChoice = Field(
         "auto", description="Array backend for the OR kernels (``BackendChoice``)."
     )
+    gpu_min_pairs: int = Field(
+        500_000,
+        ge=0,
+        description="With backend 'auto' on a working GPU, a round of fewer rider x order pairs "
+        "than this runs on NumPy: a small round's GPU time is host work and launches "
+        "(``kernels.backend.backend_for_round``); 0 sends every round to the GPU.",
+    )
     redis_url: str | None = Field(
         None,
         description="L2 cache, e.g. redis://:password@host:6379/0 (rediss:// for TLS); unset: "

@@ -49,6 +49,40 @@ def resolve_backend(name: str | None = None) -> BackendName:
     raise ValueError(f"unknown backend {name!r}: expected 'auto', 'numpy' or 'cupy'")
 
 
+def backend_for_pairs(
+    device: BackendName, auto: bool, pairs: int, gpu_min_pairs: int
+) -> BackendName:
+    """The backend for one round of ``pairs`` rider x order pairs on a process whose backend
+    resolved to ``device``: NumPy for a round under ``gpu_min_pairs`` when the choice was
+    "auto", else ``device``.
+
+    Why: end to end, a small round on a GPU is host work and dozens of small launches (the
+    passes, the assignment on the host, the route edits). On NVIDIA H200 machines with 16
+    host cores a CuPy round with route improvement ran at 0.35-0.87x NumPy's speed up to
+    800 x 250, 0.78-1.10x at 1000 x 300, and 1.1-1.5x from 1500 x 500 (``bench/kernels.py``;
+    docs/benchmarks.md "Where a GPU pays for a whole round"). A forced "cupy" keeps every
+    round on the GPU."""
+    if auto and device == "cupy" and pairs < gpu_min_pairs:
+        return "numpy"
+    return device
+
+
+def backend_for_round(name: str | None, n_riders: int, n_orders: int) -> BackendName:
+    """``resolve_backend(name)`` for one round of ``n_riders`` x ``n_orders``, with "auto"
+    keeping a round under ``Settings.gpu_min_pairs`` pairs on NumPy (``backend_for_pairs``).
+    Raises as ``resolve_backend``."""
+    from config import get_settings
+
+    settings = get_settings()
+    requested = settings.backend if name is None else name
+    return backend_for_pairs(
+        resolve_backend(requested),
+        requested == "auto",
+        n_riders * n_orders,
+        settings.gpu_min_pairs,
+    )
+
+
 def module_for(name: BackendName) -> ModuleType:
     """The array module for a backend name."""
     if name == "cupy":

@@ -38,7 +38,7 @@ from domain import (
 from kernels import compiled
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
-from kernels.backend import array_module, module_for, resolve_backend, to_numpy
+from kernels.backend import array_module, backend_for_round, module_for, to_numpy
 from kernels.improve import improve
 from kernels.insertion_costs import insertion_costs
 from kernels.insertion_types import Insertions
@@ -325,7 +325,8 @@ def dispatch_round(
 ) -> DispatchPlan:
     """Plan a round.
 
-    backend : "numpy", "cupy", "auto" or None (``ORML_BACKEND``, default auto).
+    backend : "numpy", "cupy", "auto" or None (``ORML_BACKEND``, default auto); "auto" keeps a
+        round under ``ORML_GPU_MIN_PAIRS`` rider x order pairs on NumPy.
     improve_routes : relocate-improve the routes that received orders.
     etr_minutes : float[O] ETR predictions (minutes from creation to delivery) for the new
         orders; when given, each candidate's drop-off is priced no earlier than its prediction
@@ -337,7 +338,7 @@ def dispatch_round(
     times = StageTimes()
     with times("total_ms"):
         with times("pack_ms"):
-            xp = module_for(resolve_backend(backend))
+            xp = module_for(backend_for_round(backend, len(round_.riders), len(round_.orders)))
             packed, arrays = round_arrays(round_)
             floor = None
             if etr_minutes is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from config import get_settings
-from kernels.backend import cupy_available, resolve_backend
+from kernels.backend import backend_for_pairs, cupy_available, resolve_backend
 from serve_app.cache_setup import build_cache
 from serve_app.config import CacheArgs, DispatchAppArgs
 
@@ -44,3 +44,21 @@ def test_the_redis_url_comes_from_the_config_else_the_environment(env):
     assert build_cache(CacheArgs(redis_url="redis://127.0.0.1:2/0")).redis_url.endswith(":2/0")
     env(redis_url="")
     assert not build_cache(CacheArgs()).redis_url  # L1 only
+
+
+def test_auto_keeps_rounds_under_gpu_min_pairs_on_the_host():
+    # (device the process resolved to, chosen by "auto", pairs, gpu_min_pairs) -> backend
+    assert backend_for_pairs("cupy", True, 30_000, 500_000) == "numpy"
+    assert backend_for_pairs("cupy", True, 500_000, 500_000) == "cupy"
+    assert backend_for_pairs("cupy", True, 30_000, 0) == "cupy"  # 0: every round on the GPU
+    assert backend_for_pairs("cupy", False, 30_000, 500_000) == "cupy"  # a forced "cupy"
+    assert backend_for_pairs("numpy", True, 10**9, 500_000) == "numpy"
+
+
+def test_gpu_min_pairs_is_read_from_the_environment_and_validated(env):
+    assert get_settings().gpu_min_pairs == 500_000
+    env(gpu_min_pairs="0")
+    assert get_settings().gpu_min_pairs == 0
+    env(gpu_min_pairs="-1")
+    with pytest.raises(ValueError, match="gpu_min_pairs"):
+        get_settings()

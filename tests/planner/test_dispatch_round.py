@@ -166,6 +166,22 @@ def test_cupy_round_has_the_same_assignment_cost():
 
 
 @pytest.mark.gpu
+def test_auto_solves_a_small_round_on_numpy_and_a_large_one_on_the_gpu(monkeypatch):
+    from config import get_settings
+
+    monkeypatch.setenv("ORML_BACKEND", "auto")
+    monkeypatch.setenv("ORML_GPU_MIN_PAIRS", str(200 * 100))
+    get_settings.cache_clear()
+    try:
+        small = dispatch_round(generate_round(100, 40, seed=3), improve_routes=False)
+        large = dispatch_round(generate_round(200, 100, seed=3), improve_routes=False)
+        forced = dispatch_round(generate_round(100, 40, seed=3), backend="cupy")
+    finally:
+        get_settings.cache_clear()
+    assert (small.backend, large.backend, forced.backend) == ("numpy", "cupy", "cupy")
+
+
+@pytest.mark.gpu
 def test_cupy_solve_with_improvement_and_an_etr_floor_matches_numpy():
     import cupy
 
