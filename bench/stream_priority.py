@@ -11,8 +11,10 @@ these modes, one after the other:
   (``kernels.streams``, what ``actors.or_solver`` does).
 
 Levels: ``kernel`` (the insertion pricing alone, device arrays in, device arrays out: the
-device's scheduling with little host work) and ``round`` (``solve_round``: price, assign,
-insert, improve, host arrays out: what a replica runs, host work and the GIL included).
+device's scheduling with little host work), ``round`` (``solve_round``: price, assign,
+insert, improve, host arrays out: what a replica runs, host work and the GIL included, both
+rounds on the GPU) and ``round-auto`` (the same rounds, each where ``backend: auto`` solves
+it: the online 300 x 100 on the host's NumPy, the offline 5000 x 2000 on the GPU).
 
     python bench/stream_priority.py [--quick] [--json PATH] [--out DIR]
 
@@ -36,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import log, parser, write_csv
 
 from domain import DispatchWeights
-from kernels.backend import cupy_available
+from kernels.backend import backend_for_round, cupy_available, module_for
 from kernels.insertion_costs import insertion_costs
 from kernels.streams import new_stream, priority_range, stream_priority
 from planner import generate_round
@@ -54,6 +56,8 @@ def workloads(level: str, online_size: tuple[int, int], offline_size: tuple[int,
 
     def device_round(size: tuple[int, int], seed: int):
         _, arrays = round_arrays(generate_round(*size, seed=seed))
+        if level == "round-auto":  # where backend "auto" solves it: small rounds on the host
+            return arrays.to(module_for(backend_for_round("auto", *size)))
         return arrays.to(cupy)
 
     on, off = device_round(online_size, 1), device_round(offline_size, 2)
@@ -182,7 +186,12 @@ def plot(rows: list[dict], path: Path) -> None:
 def main() -> None:
     ap = parser(__doc__, "smaller offline rounds, 3 s per mode")
     ap.add_argument("--period-ms", type=float, default=20.0, help="online calls' spacing")
-    ap.add_argument("--levels", default="kernel,round", help="kernel, round or both")
+    ap.add_argument(
+        "--levels",
+        default="kernel,round,round-auto",
+        help="comma-separated: kernel, round (both rounds on the GPU), round-auto (each round "
+        "where backend auto puts it: the online one on the host under ORML_GPU_MIN_PAIRS)",
+    )
     args = ap.parse_args()
     if not cupy_available():
         log("needs CuPy and a CUDA GPU; none is usable here")
