@@ -63,7 +63,8 @@ class LocalEtr:
 
     @property
     def computes_here(self) -> bool:
-        """Whether the model is computed in this process (decided at the first request)."""
+        """Whether the model is computed in this process (decided at the first request or
+        readiness check)."""
         return self.local is not None
 
     async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
@@ -95,6 +96,10 @@ class LocalEtr:
         return None if self.local is None else self.local.record_autoscaling_stats()
 
     async def ready(self) -> dict[str, Any]:
+        """The Etr deployment's readiness, and where the model is computed. Asking decides
+        that and loads the local copy (once), so an ingress that said ready answers its first
+        ETR request without loading a model on it (tens of MB and a model load otherwise)."""
+        await self._follow()
         state = await self.remote.ready()
         return {**state, "computed_in": "ingress" if self.computes_here else "deployment"}
 
