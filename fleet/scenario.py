@@ -127,7 +127,7 @@ class Tuning(_Strict):
     margin is for the planning days' error)."""
 
     targets: list[Annotated[float, Field(gt=0.15, lt=1)]] = Field(
-        [0.6, 0.45, 0.35], min_length=1, description="Above the autoscaler's band (0.15)."
+        [0.6, 0.45, 0.4, 0.35], min_length=1, description="Above the autoscaler's band (0.15)."
     )
     attainment: float = Field(0.99, gt=0, le=1)
     margin: float = Field(0.002, ge=0, lt=1)
