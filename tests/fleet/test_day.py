@@ -21,6 +21,11 @@ def test_orml_simulate_writes_every_policy_s_cost_and_attainment(tmp_path: Path)
             str(ROOT / "data" / "mdrp"),
             "--policies",
             "ours,serve_default,ffd,best_single_type",
+            # The tuning's search is tested in test_tune.py; here one target on one day.
+            "--set",
+            "tuning.targets=[0.6]",
+            "--set",
+            "tuning.planning_days=1",
             "--json",
             str(out),
             "--out",
