@@ -69,6 +69,8 @@ def _price_all(  # pragma: no cover - compiled
     size_o,
     has_pickup,
     pairs,
+    at_route,
+    at_order,
     late_weight,
     out_cost,
     out_travel,
@@ -80,12 +82,17 @@ def _price_all(  # pragma: no cover - compiled
     n_routes = node_xy.shape[0]
     n_orders = pickup_xy.shape[0]
     n_slots = node_xy.shape[1] - 2
-    total = n_routes if pairs else n_routes * n_orders
+    indexed = at_route.shape[0] > 0
+    total = at_route.shape[0] if indexed else (n_routes if pairs else n_routes * n_orders)
     for idx in prange(total):
         # prange's index may be unsigned; int64 arithmetic keeps r and o integers.
         k = np.int64(idx)
-        r = k if pairs else k // n_orders
-        o = k if pairs else k % n_orders
+        if indexed:
+            r = np.int64(at_route[k])
+            o = np.int64(at_order[k])
+        else:
+            r = k if pairs else k // n_orders
+            o = k if pairs else k % n_orders
         node = node_xy[r]
         speed = speed_r[r]
         cap = capacity[r]
@@ -306,8 +313,11 @@ def warm_up() -> None:
         }
     )
     orders = replace(orders, has_pickup=np.ones(1, bool)).check()
+    ctx = route_context_jit(routes)
+    at = (np.zeros(1, np.int64), np.zeros(1, np.int64))
     for parallel in (False, True):
-        insertion_costs_jit(routes, orders, route_context_jit(routes), 1.0, False, parallel)
+        insertion_costs_jit(routes, orders, ctx, 1.0, False, parallel)
+        insertion_costs_jit(routes, orders, ctx, 1.0, False, parallel, at=at)
 
 
 def insertion_costs_jit(
@@ -317,17 +327,30 @@ def insertion_costs_jit(
     late_weight: float,
     pairs: bool,
     parallel: bool | None = None,
+    at: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Any:
     """Price every pair on the CPU threads; arguments already checked by ``insertion_costs``.
 
     parallel : None picks the thread pool for batches of PARALLEL_MIN_PLACEMENTS or more.
+    at : (route index int64[P], order index int64[P]): price only these P pairs (results [P]),
+        reading each route's context in place instead of copying a route per pair.
     """
     from kernels.insertion_types import Insertions
 
     n_routes = routes.shape[0]
     n_orders = len(orders)
-    total = n_routes if pairs else n_routes * n_orders
-    shape = (n_routes,) if pairs else (n_routes, n_orders)
+    if at is not None:
+        at_route, at_order = (np.ascontiguousarray(a, np.int64) for a in at)
+        total = at_route.shape[0]
+        shape: tuple[int, ...] = (total,)
+    else:
+        at_route = at_order = np.zeros(0, np.int64)
+        total = n_routes if pairs else n_routes * n_orders
+        shape = (n_routes,) if pairs else (n_routes, n_orders)
+    if total == 0:
+        empty = [np.zeros(shape, np.float32) for _ in range(4)]
+        none = np.full(shape, -1, np.int32)
+        return Insertions(empty[0] + np.inf, none, none.copy(), *empty[1:])
     out = [np.empty(total, np.float32) for _ in range(4)] + [
         np.empty(total, np.int32) for _ in range(2)
     ]
@@ -362,6 +385,8 @@ def insertion_costs_jit(
         c(orders.size),
         c(orders.has_pickup),
         pairs,
+        c(at_route),
+        c(at_order),
         np.float32(late_weight),
         *out,
     )

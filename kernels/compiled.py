@@ -1,10 +1,12 @@
 """When the compiled CPU builds (Numba) of the kernels are used, and how they are loaded.
 
-Three kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
-(``_insertion_costs_jit``), ``assign`` (``_assign_jit``) and ``schedule``'s loop
-(``_schedule_jit``). Each twin answers bit for bit like its loop, so "auto" may pick either
-without a caller being able to tell; it picks the loop while the compiled builds are warming
-(``warming()``) and the compiled one after.
+Four kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
+(``_insertion_costs_jit``), ``insertion_lower_bounds`` (``_insertion_bounds_jit``), ``assign``
+(``_assign_jit``) and ``schedule``'s loop (``_schedule_jit``); ``certified_assign``'s scans and
+sparse solve (``_pair_scan_jit``, ``_sparse_assign_jit``) are compiled only, and the solve
+prices densely while they load. Each twin answers like its loop (bit for bit; the bounds up to
+float32 rounding), so "auto" may pick either without a caller being able to tell; it picks the
+loop while the compiled builds are warming (``warming()``) and the compiled one after.
 
 Why the warming state exists: loading the builds costs a replica ~1.5 s with the GIL held
 (``import numba`` alone 0.3 s), and compiling them 10-20 s on a slow 2-core host. A replacement
@@ -40,11 +42,17 @@ def warming() -> bool:
 def warm_up() -> None:
     """Compile (or load from Numba's on-disk cache) every compiled build, in this process."""
     from kernels._assign_jit import warm_up as warm_assign
+    from kernels._insertion_bounds_jit import warm_up as warm_bounds
     from kernels._insertion_costs_jit import warm_up as warm_insertion
+    from kernels._pair_scan_jit import warm_up as warm_scans
     from kernels._schedule_jit import warm_up as warm_schedule
+    from kernels._sparse_assign_jit import warm_up as warm_sparse
 
     warm_insertion()
+    warm_bounds()
     warm_assign()
+    warm_scans()
+    warm_sparse()
     warm_schedule()
 
 

@@ -123,6 +123,7 @@ def insertion_costs(
     *,
     late_weight: float,
     pairs: bool = False,
+    at: tuple[Any, Any] | None = None,
     method: str = "auto",
 ) -> Insertions:
     """Best insertion of every order into every route (or of order p into route p).
@@ -130,6 +131,8 @@ def insertion_costs(
     routes : R routes (``RouteArrays``); orders : O orders (``OrderArrays``), on the same device.
     late_weight : seconds of driving one second of added lateness is worth (>= 0).
     pairs : if True, R must equal O and route p is priced with order p only; results are [P].
+    at : (route index int[P], order index int[P]): price only these pairs; results are [P], the
+        same numbers as the grid's entries ``[at[0], at[1]]``.
     method : "auto" (the CUDA kernel for CuPy inputs, the compiled CPU twin for NumPy unless it
         is still loading, see ``kernels.compiled``), "jit",
         "loop" (the array loop, any ``xp``) or "cuda".
@@ -143,6 +146,12 @@ def insertion_costs(
         raise ValueError("routes and orders live on different devices")
     if late_weight < 0 or not np.isfinite(late_weight):
         raise ValueError(f"late_weight must be finite and >= 0, got {late_weight!r}")
+    if at is not None:
+        if pairs:
+            raise ValueError("give pairs=True or at, not both")
+        at_route, at_order = at
+        if at_route.shape != at_order.shape or at_route.ndim != 1:
+            raise ValueError("at must be two 1-D index arrays of one length")
     if pairs and routes.shape[0] != len(orders):
         raise ValueError(
             f"pairs=True needs as many routes as orders, got {routes.shape[0]} and {len(orders)}"
@@ -156,7 +165,17 @@ def insertion_costs(
     if method == "jit":
         from kernels._insertion_costs_jit import insertion_costs_jit, route_context_jit
 
-        return insertion_costs_jit(routes, orders, route_context_jit(routes), late_weight, pairs)
+        return insertion_costs_jit(
+            routes, orders, route_context_jit(routes), late_weight, pairs, at=at
+        )
+    if at is not None:  # the other builds price an index list as aligned pairs
+        return insertion_costs(
+            routes.take(at[0]),
+            orders.take(at[1]),
+            late_weight=late_weight,
+            pairs=True,
+            method=method,
+        )
     ctx = route_context(routes)
     if method == "cuda":
         from kernels._insertion_costs_cuda import insertion_costs_cuda

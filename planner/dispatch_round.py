@@ -17,6 +17,7 @@ call to a solver replica, so the R x O candidate arrays never leave the solver's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,7 +40,9 @@ from kernels import compiled
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
 from kernels.backend import array_module, backend_for_round, module_for, to_numpy
+from kernels.certified_assign import DeviceCosts, HostBounds, certified_assign
 from kernels.improve import improve
+from kernels.insertion_bounds import insertion_lower_bounds
 from kernels.insertion_costs import insertion_costs
 from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
@@ -200,8 +203,9 @@ def etr_adjusted_cost(ins: Insertions, due: Any, etr_floor: Any, late_weight: fl
     The OR schedule knows driving and waiting; the ETR model, trained on real deliveries, also
     knows what the schedule does not (kitchens, handovers). A candidate's own lateness is
     re-priced as ``max(0, max(planned, etr) - due)`` instead of ``max(0, planned - due)``.
-    due, etr_floor : float32[O] seconds since now. Returns float32 like ``ins.cost`` (a new
-    array; ``ins`` is left as it is).
+    due, etr_floor : float32[O] seconds since now (for a grid ``ins`` [R, O]; for pairs [P],
+    the pairs' orders' values). Returns float32 like ``ins.cost`` (a new array; ``ins`` is left
+    as it is).
 
     With a = planned - due and f = etr - due, the extra lateness ``max(a, f, 0) - max(a, 0)``
     is ``max(f - max(a, 0), 0)``, bit for bit in float32 (where a >= f both are 0; elsewhere the
@@ -209,8 +213,10 @@ def etr_adjusted_cost(ins: Insertions, due: Any, etr_floor: Any, late_weight: fl
     eleven with their temporaries (a 5000 x 2000 round: ~0.3 s of its pricing).
     """
     xp = array_module(ins.cost)
-    f = (etr_floor - due).astype(xp.float32)[None, :]
-    extra = ins.dropoff_arrival - due[None, :]
+    if ins.cost.ndim == 2:
+        due, etr_floor = due[None, :], etr_floor[None, :]
+    f = (etr_floor - due).astype(xp.float32)
+    extra = ins.dropoff_arrival - due
     xp.maximum(extra, 0, out=extra)
     xp.subtract(f, extra, out=extra)
     xp.maximum(extra, 0, out=extra)
@@ -218,6 +224,127 @@ def etr_adjusted_cost(ins: Insertions, due: Any, etr_floor: Any, late_weight: fl
     # An infeasible pair's cost is inf and its extra finite (>= 0): inf + extra stays inf.
     extra += ins.cost
     return extra
+
+
+@dataclass(frozen=True)
+class _Picks:
+    """One pass's answer over its open riders and orders (host NumPy).
+
+    rider : int64[K] (index into the pass's riders), order : int64[K] (into its orders);
+    pickup_pos, dropoff_pos : int64[K]; cost : float64[K] (ETR-adjusted where a floor is set);
+    ever_feasible : bool[O'] per open order.
+    """
+
+    rider: np.ndarray
+    order: np.ndarray
+    pickup_pos: np.ndarray
+    dropoff_pos: np.ndarray
+    cost: np.ndarray
+    ever_feasible: np.ndarray
+
+
+def _adjusted(ins: Insertions, order_idx: Any, due: Any, floor: Any, w: float) -> Any:
+    """``ins.cost`` with the ETR floor of each pair's order (``etr_adjusted_cost``)."""
+    if floor is None:
+        return ins.cost
+    return etr_adjusted_cost(ins, due[order_idx], floor[order_idx], w)
+
+
+def _pass_dense(
+    routes: RouteArrays,
+    orders: OrderArrays,
+    floor: Any,
+    weights: DispatchWeights,
+    checkpoint: Callable[[], None] | None,
+    times: StageTimes,
+) -> _Picks:
+    """Price every pair (or each order's nearest ``candidate_riders``), then ``assign``."""
+    xp = routes.xp
+    w = weights.late_weight
+    with times("insertion_ms"):
+        ins = _price(routes, orders, w, weights.candidate_riders, checkpoint)
+        cost = ins.cost if floor is None else etr_adjusted_cost(ins, orders.due, floor, w)
+        ever = to_numpy(xp.isfinite(cost).any(axis=0))
+    with times("assign_ms"):
+        pick = _dense_pick(cost, weights, checkpoint)
+    got = np.nonzero(pick >= 0)[0]
+    rider = pick[got]
+    return _Picks(
+        rider=rider,
+        order=got,
+        pickup_pos=to_numpy(ins.pickup_pos)[rider, got].astype(np.int64),
+        dropoff_pos=to_numpy(ins.dropoff_pos)[rider, got].astype(np.int64),
+        cost=to_numpy(cost)[rider, got].astype(np.float64),
+        ever_feasible=ever,
+    )
+
+
+def _dense_pick(
+    cost: Any, weights: DispatchWeights, checkpoint: Callable[[], None] | None
+) -> np.ndarray:
+    """int64[O] rider per order (-1 none) of the exact assignment over a priced [R, O]."""
+    xp = array_module(cost)
+    if xp is not np and weights.candidate_riders is None:
+        # Every price is on the device already: only the pairs that can win go to the host.
+        costs = DeviceCosts(cost)
+        picked = certified_assign(costs, costs.price, checkpoint=checkpoint)
+        if picked is not None:
+            return picked.rider_of
+    elif checkpoint is not None:
+        checkpoint()
+    return to_numpy(assign(cost)).astype(np.int64)
+
+
+def _pass_certified(
+    routes: RouteArrays,
+    orders: OrderArrays,
+    floor: np.ndarray | None,
+    weights: DispatchWeights,
+    checkpoint: Callable[[], None] | None,
+    times: StageTimes,
+) -> _Picks | None:
+    """The exact answer of ``_pass_dense`` on the host, pricing only the pairs that can win
+    (``certified_assign`` over ``insertion_lower_bounds``); None where it cannot certify."""
+    from kernels._insertion_costs_jit import insertion_costs_jit, route_context_jit
+
+    w = weights.late_weight
+    with times("insertion_ms"):
+        ctx = route_context_jit(routes)
+        bound = insertion_lower_bounds(routes, orders, late_weight=w, etr_floor=floor, ctx=ctx)
+
+    def price(rider: np.ndarray, order: np.ndarray) -> Insertions:
+        return insertion_costs_jit(routes, orders, ctx, w, False, at=(rider, order))
+
+    def price_cost(rider: np.ndarray, order: np.ndarray) -> np.ndarray:
+        with times("insertion_ms"):
+            return _adjusted(price(rider, order), order, orders.due, floor, w)
+
+    # The pricing inside is counted as insertion_ms; the rest of the loop (scans and sparse
+    # solves) as assign_ms.
+    pricing_before = times.ms["insertion_ms"]
+    started = time.perf_counter()
+    picked = certified_assign(HostBounds(bound), price_cost, checkpoint=checkpoint)
+    spent_ms = (time.perf_counter() - started) * 1e3
+    times.ms["assign_ms"] += spent_ms - (times.ms["insertion_ms"] - pricing_before)
+    if picked is None:
+        return None
+    got = np.nonzero(picked.rider_of >= 0)[0]
+    rider = picked.rider_of[got]
+    ins = price(rider, got)
+    return _Picks(
+        rider=rider,
+        order=got,
+        pickup_pos=ins.pickup_pos.astype(np.int64),
+        dropoff_pos=ins.dropoff_pos.astype(np.int64),
+        cost=np.asarray(_adjusted(ins, got, orders.due, floor, w), np.float64),
+        ever_feasible=picked.ever_feasible,
+    )
+
+
+def _certifies(routes: RouteArrays, weights: DispatchWeights) -> bool:
+    """Whether a pass runs ``_pass_certified``: host arrays, every pair eligible, and the
+    compiled builds loaded (while they load, the array loops price densely)."""
+    return routes.xp is np and weights.candidate_riders is None and not compiled.warming()
 
 
 def solve_round(
@@ -234,6 +361,10 @@ def solve_round(
         ETR model, or None.
     checkpoint : called between steps (and between blocks of a big pricing, ``_price``); what
         it raises ends the solve (a replica whose caller has given up stops computing).
+    Each pass gives the exact assignment of its open orders to its open riders: on the host
+    by ``certified_assign`` (only the pairs that can win are priced), on a GPU by pricing every
+    pair and sending the host the few that can win. ``candidate_riders`` restricts each order
+    to its nearest riders instead (priced densely).
     Runs on the arrays' device; returns host NumPy (``Assigned``, its timings ``SOLVE_STEPS``).
     """
     times = StageTimes(*SOLVE_STEPS)
@@ -242,7 +373,6 @@ def solve_round(
     w = weights.late_weight
     base = schedule(routes)
     n_routes, n_orders = routes.shape[0], len(orders)
-    due_all = orders.due
     floor_all = None if etr_floor is None else xp.asarray(etr_floor, dtype=xp.float32)
     rider_of = np.full(n_orders, -1, np.int64)
     assigned_cost = np.zeros(n_orders)
@@ -255,37 +385,30 @@ def solve_round(
             break
         if checkpoint is not None:
             checkpoint()
-        with times("insertion_ms"):
-            if step == 0:
-                ins = _price(routes, orders, w, weights.candidate_riders, checkpoint)
-            else:
-                sub_routes = routes.take(xp.asarray(open_riders))
-                sub_orders = orders.take(xp.asarray(open_orders))
-                ins = _price(sub_routes, sub_orders, w, weights.candidate_riders, checkpoint)
-            cost = ins.cost
-            if floor_all is not None:
-                idx = xp.asarray(open_orders)
-                cost = etr_adjusted_cost(ins, due_all[idx], floor_all[idx], w)
-            ever_feasible[open_orders] |= to_numpy(xp.isfinite(cost).any(axis=0))
-        if checkpoint is not None:
-            checkpoint()
-        with times("assign_ms"):
-            pick = to_numpy(assign(cost))
-            got = np.nonzero(pick >= 0)[0]
-        if got.size == 0:
+        if step == 0:
+            sub_routes, sub_orders, sub_floor = routes, orders, floor_all
+        else:
+            sub_routes = routes.take(xp.asarray(open_riders))
+            sub_orders = orders.take(xp.asarray(open_orders))
+            sub_floor = None if floor_all is None else floor_all[xp.asarray(open_orders)]
+        picks = None
+        if _certifies(sub_routes, weights):
+            picks = _pass_certified(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)
+        if picks is None:
+            picks = _pass_dense(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)
+        ever_feasible[open_orders] |= picks.ever_feasible
+        if picks.order.size == 0:
             break
         with times("insert_ms"):
-            sub_r = pick[got]
-            rows, order_idx = open_riders[sub_r], open_orders[got]
-            ii, jj = to_numpy(ins.pickup_pos)[sub_r, got], to_numpy(ins.dropoff_pos)[sub_r, got]
-            assigned_cost[order_idx] = to_numpy(cost)[sub_r, got]
+            rows, order_idx = open_riders[picks.rider], open_orders[picks.order]
+            assigned_cost[order_idx] = picks.cost
             routes, owner = insert_orders(
                 routes,
                 owner,
                 xp.asarray(rows),
                 orders.take(xp.asarray(order_idx)),
-                xp.asarray(ii),
-                xp.asarray(jj),
+                xp.asarray(picks.pickup_pos.astype(np.int32)),
+                xp.asarray(picks.dropoff_pos.astype(np.int32)),
                 xp.asarray(order_idx.astype(np.int32)),
             )
             rider_of[order_idx] = rows

@@ -1,0 +1,354 @@
+"""``certified_assign``: the exact assignment of a round, pricing only the pairs that can win.
+
+``assign`` needs every (rider, order) price and solves a dense [R, O] problem; at 5000 x 2000
+both the pricing and the dense search cost seconds on a CPU, while the answer only ever uses a
+few pairs per order. This is column generation with an LP certificate:
+
+1. Price each order's ``first`` pairs of least lower bound (``insertion_bounds``) exactly.
+2. Solve the assignment over the priced pairs (``sparse_assignment``), which returns duals
+   ``u`` (orders) and ``v`` (riders, <= 0, 0 where free).
+3. A pair whose exact price, or failing that whose lower bound, is at least ``u[o] + v[r]``
+   satisfies the dual constraint: it cannot lower the total. Price the pairs whose bound
+   falls below, and add those whose price does too; solve again. When no pair is left below,
+   the duals are feasible for the whole problem, so by weak duality the answer is optimal over
+   every pair: the same total as the dense method (ties may pick another of the equal optima).
+
+Two things keep the work near what the answer needs. The duals of an early, sparse solve are
+loose (an order short of good pairs is priced high), so each step takes only each order's ``k``
+most promising pairs below its threshold (least bound, or least price for pairs already
+priced), ``k`` doubling from step to step; and a priced pair only enters the solve once its
+price breaks the current duals, so the solve runs on a few pairs per order however many were
+priced on loose bounds.
+
+The objective is ``assign``'s (as many orders as possible, then least cost); the sparse solver
+prices "no rider" at a finite amount, which means "as many as possible" as long as the orders
+left without a rider could take no rider at all. So the orders left over have every remaining
+pair priced; if one of them turns out feasible (more orders than free riders can take, say) the
+answer is not certified and ``certified_assign`` returns None: the caller solves densely.
+
+Bounds are compared with a small tolerance (``ABS_TOL`` + ``REL_TOL`` x |bound|), so float32
+rounding in the bounds can only price a pair more, never skip one that could win.
+
+Two sources of bounds: ``HostBounds`` (lower bounds on the host, scanned by compiled loops) and
+``DeviceCosts`` (every pair already priced on a GPU: the bounds are the prices themselves, so
+only the few pairs that can win travel to the host for the sparse solve).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from kernels.backend import array_module, to_numpy
+from kernels.sparse_assign import sparse_assignment
+
+ABS_TOL = 1e-3
+REL_TOL = 1e-5
+#: Each order's pairs priced before the first solve, and taken per order in the first step.
+FIRST_PAIRS = 24
+#: Pairs per order below the duals that are all priced at once; past it, each order's k most
+#: promising only (k from FIRST_PAIRS, doubling with each solve).
+TAKE_ALL = 64
+#: Share of the orders' median dual by which a pair may lie above the duals and still join.
+MARGIN = 0.3
+#: Past this share of all pairs priced while widening orders left over, give up (return None).
+DENSE_SHARE = 0.3
+
+_NONE = np.zeros(0)
+
+
+class PairBounds(Protocol):
+    """Lower bounds on every (rider, order) price, forgetting the pairs already priced."""
+
+    shape: tuple[int, int]
+
+    def cheapest(
+        self, k: int, orders: np.ndarray | None = None, u: Any = None, v: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rider, order) int64: each order's (of ``orders``, default all) k unpriced pairs of
+        least finite bound; with duals (u, v), only among the pairs whose bound is below
+        ``u[o] + v[r]`` (within the tolerance)."""
+        ...
+
+    def below(self, u: np.ndarray, v: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The unpriced pairs whose bound is below ``u[o] + v[r]`` (within the tolerance):
+        all of them, or past ``TAKE_ALL`` per order on average, each order's k of least
+        bound among them."""
+        ...
+
+    def finite_of(self, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Unpriced pairs of these orders with a finite bound."""
+        ...
+
+    def forget(self, rider: np.ndarray, order: np.ndarray) -> None:
+        """Mark these pairs priced."""
+        ...
+
+
+class HostBounds:
+    """``PairBounds`` over a host float32[R, O] bound matrix (taken over and overwritten)."""
+
+    def __init__(self, bound: np.ndarray):
+        self.bound = bound
+        self.shape = (int(bound.shape[0]), int(bound.shape[1]))
+
+    def cheapest(
+        self, k: int, orders: np.ndarray | None = None, u: Any = None, v: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        from kernels._pair_scan_jit import smallest_per_column
+
+        u = _NONE if u is None else np.asarray(u, np.float64)
+        v = _NONE if v is None else np.asarray(v, np.float64)
+        if orders is None:
+            return smallest_per_column(self.bound, k, u, v, ABS_TOL, REL_TOL)
+        sub = np.ascontiguousarray(self.bound[:, orders])
+        rider, col = smallest_per_column(sub, k, u[orders] if u.size else u, v, ABS_TOL, REL_TOL)
+        return rider, orders[col].astype(np.int64)
+
+    def below(self, u: np.ndarray, v: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        from numba import get_num_threads
+
+        from kernels._pair_scan_jit import below_threshold
+
+        cap = TAKE_ALL * self.shape[1]
+        return below_threshold(self.bound, u, v, ABS_TOL, REL_TOL, 4 * get_num_threads(), cap, k)
+
+    def finite_of(self, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rider, col = np.nonzero(np.isfinite(self.bound[:, orders]))
+        return rider.astype(np.int64), orders[col].astype(np.int64)
+
+    def forget(self, rider: np.ndarray, order: np.ndarray) -> None:
+        self.bound[rider, order] = np.inf
+
+
+def _under(bound: Any, thr: Any, xp: Any) -> Any:
+    """bool: finite bounds below ``thr`` within the tolerance (array code, any ``xp``)."""
+    finite = xp.isfinite(bound)
+    b = xp.where(finite, bound, 0).astype(xp.float64)
+    return finite & (b - (ABS_TOL + REL_TOL * xp.abs(b)) < thr)
+
+
+class DeviceCosts:
+    """``PairBounds`` whose bounds are the exact prices float32[R, O] (NumPy or CuPy), for a
+    device that priced every pair anyway; ``price`` reads them. Only index lists and the
+    duals cross to the host."""
+
+    def __init__(self, cost: Any):
+        self.xp = array_module(cost)
+        self.cost = cost
+        self.bound = cost.copy()
+        self.shape = (int(cost.shape[0]), int(cost.shape[1]))
+
+    def cheapest(
+        self, k: int, orders: np.ndarray | None = None, u: Any = None, v: Any = None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        xp, n_riders = self.xp, self.shape[0]
+        k = min(k, n_riders)
+        picked = np.arange(self.shape[1]) if orders is None else orders
+        if k == 0 or picked.size == 0:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        bound = self.bound[:, xp.asarray(picked)]
+        if u is not None:
+            thr = xp.asarray(u)[xp.asarray(picked)][None, :] + xp.asarray(v)[:, None]
+            bound = xp.where(_under(bound, thr, xp), bound, xp.inf)
+        if k < n_riders:
+            rows = xp.argpartition(bound, k - 1, axis=0)[:k]
+        else:
+            rows = xp.broadcast_to(xp.arange(n_riders)[:, None], bound.shape)
+        cols = xp.broadcast_to(xp.arange(bound.shape[1])[None, :], rows.shape)
+        keep = xp.isfinite(bound[rows, cols])
+        cols_host = to_numpy(cols[keep])
+        return to_numpy(rows[keep]).astype(np.int64), picked[cols_host].astype(np.int64)
+
+    def below(self, u: np.ndarray, v: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        xp = self.xp
+        thr = xp.asarray(u)[None, :] + xp.asarray(v)[:, None]
+        under = _under(self.bound, thr, xp)
+        if int(under.sum()) > TAKE_ALL * self.shape[1]:
+            return self.cheapest(k, None, u, v)
+        rows, cols = xp.nonzero(under)
+        return to_numpy(rows).astype(np.int64), to_numpy(cols).astype(np.int64)
+
+    def finite_of(self, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        xp = self.xp
+        rows, col = xp.nonzero(xp.isfinite(self.bound[:, xp.asarray(orders)]))
+        return to_numpy(rows).astype(np.int64), orders[to_numpy(col)].astype(np.int64)
+
+    def forget(self, rider: np.ndarray, order: np.ndarray) -> None:
+        self.bound[self.xp.asarray(rider), self.xp.asarray(order)] = self.xp.inf
+
+    def price(self, rider: np.ndarray, order: np.ndarray) -> np.ndarray:
+        xp = self.xp
+        return to_numpy(self.cost[xp.asarray(rider), xp.asarray(order)]).astype(np.float64)
+
+
+def _least_per_order(order: np.ndarray, key: np.ndarray, k: int, n_orders: int) -> np.ndarray:
+    """Indices of each order's k entries of least key (a few more on ties)."""
+    from kernels._pair_scan_jit import least_per_group
+
+    return least_per_group(order, np.asarray(key, np.float64), k, n_orders)
+
+
+class _Known:
+    """The feasible pairs priced so far, and which of them the sparse solve sees.
+
+    A priced pair whose exact cost is at least ``u[o] + v[r]`` cannot change the answer under
+    those duals, so the solve runs on the pairs that have broken some duals (or were priced
+    before any).
+    """
+
+    TOL = 1e-7  # relative slack for the duals' own float64 rounding
+
+    def __init__(self, n_orders: int):
+        self.rider = np.zeros(0, np.int64)
+        self.order = np.zeros(0, np.int64)
+        self.cost = np.zeros(0)
+        self.in_solve = np.zeros(0, bool)
+        self.ever_feasible = np.zeros(n_orders, bool)
+
+    def below(
+        self, rider: np.ndarray, order: np.ndarray, cost: np.ndarray, u: Any, v: Any, margin: float
+    ) -> np.ndarray:
+        """bool: cost below ``u[o] + v[r] + margin`` (beyond the duals' rounding)."""
+        thr = u[order] + v[rider]
+        return cost < thr + margin - self.TOL * (1.0 + np.abs(thr))
+
+    def add(
+        self,
+        rider: np.ndarray,
+        order: np.ndarray,
+        cost: np.ndarray,
+        duals: tuple[np.ndarray, np.ndarray] | None,
+        margin: float,
+    ) -> tuple[int, int]:
+        """Keep the feasible pairs; those within ``margin`` of breaking the duals, or all
+        without duals, join the solve. Returns (joined, of them breaking the duals)."""
+        ok = np.isfinite(cost)
+        rider, order, cost = rider[ok], order[ok], cost[ok]
+        self.ever_feasible[order] = True
+        if duals is None:
+            joins = np.ones(rider.size, bool)
+            broke = rider.size
+        else:
+            joins = self.below(rider, order, cost, *duals, margin)
+            broke = int(self.below(rider[joins], order[joins], cost[joins], *duals, 0.0).sum())
+        self.rider = np.concatenate([self.rider, rider])
+        self.order = np.concatenate([self.order, order])
+        self.cost = np.concatenate([self.cost, cost])
+        self.in_solve = np.concatenate([self.in_solve, joins])
+        return int(joins.sum()), broke
+
+    def join_breaking(self, u: np.ndarray, v: np.ndarray, k: int, margin: float) -> int:
+        """Each order's k cheapest known pairs outside the solve within ``margin`` of breaking
+        (u, v) join it. Returns how many of those joining break the duals."""
+        out = np.nonzero(~self.in_solve)[0]
+        out = out[self.below(self.rider[out], self.order[out], self.cost[out], u, v, margin)]
+        enter = out[_least_per_order(self.order[out], self.cost[out], k, self.ever_feasible.size)]
+        self.in_solve[enter] = True
+        r, o, c = self.rider[enter], self.order[enter], self.cost[enter]
+        return int(self.below(r, o, c, u, v, 0.0).sum())
+
+    def solve_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        on = self.in_solve
+        return self.rider[on], self.order[on], self.cost[on]
+
+
+@dataclass(frozen=True)
+class CertifiedAssignment:
+    """rider_of : int64[O] rider per order, -1 unassigned; ever_feasible : bool[O] some pair
+    of the order was priced finite; priced : pairs priced in all; solves : sparse solves run."""
+
+    rider_of: np.ndarray
+    ever_feasible: np.ndarray
+    priced: int
+    solves: int
+
+
+def certified_assign(
+    bounds: PairBounds,
+    price: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    first: int = FIRST_PAIRS,
+    checkpoint: Callable[[], None] | None = None,
+) -> CertifiedAssignment | None:
+    """The exact assignment (``assign``'s objective) over every pair, pricing few of them.
+
+    bounds : lower bounds on the prices (``PairBounds``), shape (R, O).
+    price(rider, order) : float64[P] exact prices of those pairs, +inf where infeasible.
+    first : pairs per order priced before the first solve (any value gives the same total).
+    checkpoint : called before each solve; what it raises ends the call.
+    Returns ``CertifiedAssignment``, or None when the answer cannot be certified (some order
+    left over could take a rider: solve densely then).
+    """
+    n_riders, n_orders = bounds.shape
+    known = _Known(n_orders)
+    priced = 0
+
+    def add(rider: np.ndarray, order: np.ndarray, duals: Any = None, margin: float = 0.0) -> int:
+        """Price pairs and keep them; returns how many break the duals."""
+        nonlocal priced
+        if rider.size == 0:
+            return 0
+        bounds.forget(rider, order)
+        cost = np.asarray(price(rider, order), np.float64)
+        priced += int(rider.size)
+        return known.add(rider, order, cost, duals, margin)[1]
+
+    add(*bounds.cheapest(first))
+    solves = 0
+    k = first
+    widen = first
+    exhausted = np.zeros(n_orders, bool)  # every pair of the order priced
+    solution = None
+    widening = False
+    while True:
+        if checkpoint is not None:
+            checkpoint()
+        # A warm start pays while orders left over are widened (the rest of the answer
+        # holds); once pairs enter below the duals, it seldom certifies, and starting over
+        # is cheaper than trying.
+        warm = solution if widening else None
+        solution = sparse_assignment(*known.solve_pairs(), n_riders, n_orders, warm=warm)
+        solves += 1
+        u, v = solution.u, solution.v
+        # An order left without a rider prices "no rider" into its dual, which would put
+        # nearly all its pairs below it: widen its own pairs first, doubling each time.
+        left = np.nonzero((solution.rider_of < 0) & ~exhausted)[0]
+        widening = bool(left.size)
+        if left.size:
+            widen *= 2
+            rider, order = bounds.cheapest(widen, left)
+            exhausted[left] = widen >= n_riders
+            if rider.size:
+                add(rider, order)
+                if priced > DENSE_SHARE * n_riders * n_orders:
+                    return None  # orders compete for too few riders: densely is cheaper
+                continue
+            exhausted[left] = True
+        # Pairs a little above the duals are priced and join too: they are the next to break
+        # as the duals move, and a few more pairs in a solve cost less than another solve.
+        # Only a pair that breaks the duals calls for another solve.
+        margin = MARGIN * float(np.median(np.abs(u))) if u.size else 0.0
+        broke = known.join_breaking(u, v, k, margin)
+        while not broke:  # the duals hold on every pair priced: price below them
+            rider, order = bounds.below(u + margin, v, k)
+            if rider.size == 0:
+                break
+            broke = add(rider, order, (u, v), margin)
+        if not broke:
+            break
+        k *= 2
+    left = np.nonzero(solution.rider_of < 0)[0]
+    if left.size:
+        add(*bounds.finite_of(left))
+        if known.ever_feasible[left].any():
+            return None
+    return CertifiedAssignment(
+        rider_of=solution.rider_of,
+        ever_feasible=known.ever_feasible,
+        priced=priced,
+        solves=solves,
+    )
