@@ -12,13 +12,14 @@ it and both below the exact prices.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from kernels._jit_builds import serial_and_parallel
 
 _F0 = np.float32(0.0)
 _INF = np.float32(np.inf)
 
 
-@njit(cache=True, nogil=True, parallel=True, fastmath=True, error_model="numpy")
 def lower_bounds_all(  # pragma: no cover - compiled
     node_xy,
     depart_prev,
@@ -120,6 +121,12 @@ def lower_bounds_all(  # pragma: no cover - compiled
                 row[o] = _F0
 
 
+# fastmath: the bound's float32 sums may be reordered (its callers allow for rounding).
+lower_bounds_serial, lower_bounds_parallel = serial_and_parallel(
+    lower_bounds_all, fastmath=True, error_model="numpy"
+)
+
+
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) the build every caller uses."""
     from kernels.arrays import OrderArrays, RouteArrays
@@ -133,4 +140,5 @@ def warm_up() -> None:
         }
     )
     orders = OrderArrays(**{**orders.__dict__, "has_pickup": np.ones(1, bool)}).check()
-    insertion_lower_bounds(routes, orders, late_weight=1.0, method="jit")
+    for parallel in (False, True):
+        insertion_lower_bounds(routes, orders, late_weight=1.0, method="jit", parallel=parallel)

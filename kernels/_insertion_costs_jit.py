@@ -14,13 +14,13 @@ it bit-equal to the NumPy loop. The first call compiles (a few seconds; cached o
 
 from __future__ import annotations
 
-import types
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from numba import njit, prange
 
+from kernels._jit_builds import PARALLEL_MIN_WORK, serial_and_parallel
 from kernels.arrays import OrderArrays, RouteArrays
 
 _F0 = np.float32(0.0)
@@ -177,24 +177,9 @@ def _price_all(  # pragma: no cover - compiled
         out_j[idx] = best_j
 
 
-def _named(fn: Any, name: str) -> Any:
-    """``fn`` under another name: Numba names its on-disk cache after the function, and two
-    builds of one function would share (and overwrite) one cache index."""
-    copy = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-    copy.__qualname__ = name
-    return copy
-
-
 # Two compilations of one body: waking the thread pool costs more than a small batch (a solver
 # re-pricing one route) takes on one core.
-_price_parallel = njit(cache=True, nogil=True, parallel=True, error_model="numpy")(
-    _named(_price_all, "_price_all_parallel")
-)
-_price_serial = njit(cache=True, nogil=True, error_model="numpy")(
-    _named(_price_all, "_price_all_serial")
-)
-#: Placements (pairs x positions^2 / 2) below which one thread is faster than the pool.
-PARALLEL_MIN_PLACEMENTS = 200_000
+_price_serial, _price_parallel = serial_and_parallel(_price_all, error_model="numpy")
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -331,7 +316,8 @@ def insertion_costs_jit(
 ) -> Any:
     """Price every pair on the CPU threads; arguments already checked by ``insertion_costs``.
 
-    parallel : None picks the thread pool for batches of PARALLEL_MIN_PLACEMENTS or more.
+    parallel : None picks the thread pool for batches of ``PARALLEL_MIN_WORK`` placements or
+        more.
     at : (route index int64[P], order index int64[P]): price only these P pairs (results [P]),
         reading each route's context in place instead of copying a route per pair.
     """
@@ -356,7 +342,7 @@ def insertion_costs_jit(
     ]
     c = _read_only
     if parallel is None:
-        parallel = total * (routes.shape[1] + 1) ** 2 // 2 >= PARALLEL_MIN_PLACEMENTS
+        parallel = total * (routes.shape[1] + 1) ** 2 // 2 >= PARALLEL_MIN_WORK
     price = _price_parallel if parallel else _price_serial
     price(
         c(ctx.node_xy),

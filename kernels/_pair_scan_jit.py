@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from kernels._jit_builds import serial_and_parallel
+
 _BLOCK = 256  # orders per task of the per-order scan: a row's block stays in one cache line run
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
 def smallest_per_column(bound, k, u, v, abs_tol, rel_tol):  # pragma: no cover - compiled
     """(rows, cols) int64: for every column the k rows of least finite bound (fewer if fewer
     are finite), column by column; with u, v non-empty only among the pairs below the
@@ -57,13 +58,12 @@ def smallest_per_column(bound, k, u, v, abs_tol, rel_tol):  # pragma: no cover -
     return rows, cols
 
 
-@njit(cache=True, nogil=True, parallel=True, error_model="numpy")
-def below_threshold(bound, u, v, abs_tol, rel_tol, n_chunks, cap, k):  # pragma: no cover
+def below_threshold(bound, u, v, abs_tol, rel_tol, n_chunks, cap):  # pragma: no cover - compiled
     """(rows, cols) int64 of every pair with ``bound[r, c] - tol < u[c] + v[r]``, where
     ``tol = abs_tol + rel_tol * |bound|``: a bound within rounding of the threshold counts as
     below it. Rows in order, columns in order within a row; n_chunks : row blocks (tasks).
-    Past ``cap`` pairs, only each column's k of least bound among them
-    (``smallest_per_column``)."""
+    Past ``cap`` pairs: empty arrays and the count, for the caller to take each
+    column's least instead (``smallest_per_column``). Returns (rows, cols, count)."""
     n_rows, n_cols = bound.shape
     n_chunks = max(1, min(n_rows, n_chunks))
     counts = np.zeros(n_chunks + 1, np.int64)
@@ -81,7 +81,7 @@ def below_threshold(bound, u, v, abs_tol, rel_tol, n_chunks, cap, k):  # pragma:
     for t in range(n_chunks):
         counts[t + 1] += counts[t]
     if counts[n_chunks] > cap:
-        return smallest_per_column(bound, k, u, v, abs_tol, rel_tol)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), counts[n_chunks]
     rows = np.empty(counts[n_chunks], np.int64)
     cols = np.empty(counts[n_chunks], np.int64)
     for t in prange(n_chunks):
@@ -96,7 +96,7 @@ def below_threshold(bound, u, v, abs_tol, rel_tol, n_chunks, cap, k):  # pragma:
                     rows[m] = r
                     cols[m] = c
                     m += 1
-    return rows, cols
+    return rows, cols, counts[n_chunks]
 
 
 @njit(cache=True, nogil=True)
@@ -131,11 +131,16 @@ def least_per_group(group, key, k, n_groups):  # pragma: no cover - compiled
     return np.nonzero(keep)[0]
 
 
+smallest_serial, smallest_parallel = serial_and_parallel(smallest_per_column, error_model="numpy")
+below_serial, below_parallel = serial_and_parallel(below_threshold, error_model="numpy")
+
+
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) both scans."""
     bound = np.zeros((2, 2), np.float32)
     none = np.zeros(0)
-    smallest_per_column(bound, 1, none, none, 1e-3, 1e-6)
-    smallest_per_column(bound, 1, np.zeros(2), np.zeros(2), 1e-3, 1e-6)
-    below_threshold(bound, np.zeros(2), np.zeros(2), 1e-3, 1e-6, 2, 0, 1)
+    for smallest, below in ((smallest_serial, below_serial), (smallest_parallel, below_parallel)):
+        smallest(bound, 1, none, none, 1e-3, 1e-6)
+        smallest(bound, 1, np.zeros(2), np.zeros(2), 1e-3, 1e-6)
+        below(bound, np.zeros(2), np.zeros(2), 1e-3, 1e-6, 2, 0)
     least_per_group(np.zeros(2, np.int64), np.zeros(2), 1, 1)

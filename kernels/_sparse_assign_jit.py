@@ -371,4 +371,6 @@ def rows_by_cost(row, col, cost, n_rows):  # pragma: no cover - compiled
 
 def warm_up() -> None:
     """Compile (or load from the on-disk cache) the build every caller uses."""
-    sparse_shortest_paths(np.array([0, 1], np.int64), np.zeros(1, np.int64), np.zeros(1), 1, 1.0)
+    row_ptr, col, cost = rows_by_cost(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), 1)
+    sparse_shortest_paths(row_ptr, col, cost, 1, 1.0, np.zeros(0))
+    sparse_shortest_paths(row_ptr, col, cost, 1, 1.0, np.zeros(2))

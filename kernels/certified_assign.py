@@ -92,29 +92,41 @@ class HostBounds:
     """``PairBounds`` over a host float32[R, O] bound matrix (taken over and overwritten)."""
 
     def __init__(self, bound: np.ndarray):
+        from kernels._jit_builds import PARALLEL_MIN_WORK
+
         self.bound = bound
         self.shape = (int(bound.shape[0]), int(bound.shape[1]))
+        self.parallel = bound.size >= PARALLEL_MIN_WORK
+
+    def _smallest(self, bound: np.ndarray, k: int, u: Any, v: Any) -> tuple[Any, Any]:
+        from kernels._pair_scan_jit import smallest_parallel, smallest_serial
+
+        scan = smallest_parallel if self.parallel else smallest_serial
+        u = _NONE if u is None else np.asarray(u, np.float64)
+        v = _NONE if v is None else np.asarray(v, np.float64)
+        return scan(bound, k, u, v, ABS_TOL, REL_TOL)
 
     def cheapest(
         self, k: int, orders: np.ndarray | None = None, u: Any = None, v: Any = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        from kernels._pair_scan_jit import smallest_per_column
-
-        u = _NONE if u is None else np.asarray(u, np.float64)
-        v = _NONE if v is None else np.asarray(v, np.float64)
         if orders is None:
-            return smallest_per_column(self.bound, k, u, v, ABS_TOL, REL_TOL)
+            return self._smallest(self.bound, k, u, v)
         sub = np.ascontiguousarray(self.bound[:, orders])
-        rider, col = smallest_per_column(sub, k, u[orders] if u.size else u, v, ABS_TOL, REL_TOL)
+        rider, col = self._smallest(sub, k, None if u is None else u[orders], v)
         return rider, orders[col].astype(np.int64)
 
     def below(self, u: np.ndarray, v: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         from numba import get_num_threads
 
-        from kernels._pair_scan_jit import below_threshold
+        from kernels._pair_scan_jit import below_parallel, below_serial
 
+        scan = below_parallel if self.parallel else below_serial
+        u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
         cap = TAKE_ALL * self.shape[1]
-        return below_threshold(self.bound, u, v, ABS_TOL, REL_TOL, 4 * get_num_threads(), cap, k)
+        rider, order, count = scan(self.bound, u, v, ABS_TOL, REL_TOL, 4 * get_num_threads(), cap)
+        if count > cap:
+            return self._smallest(self.bound, k, u, v)
+        return rider, order
 
     def finite_of(self, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rider, col = np.nonzero(np.isfinite(self.bound[:, orders]))

@@ -47,6 +47,7 @@ def insertion_lower_bounds(
     etr_floor: Any = None,
     ctx: RouteContext | None = None,
     method: str = "auto",
+    parallel: bool | None = None,
 ) -> Any:
     """float32[R, O]: a lower bound on ``insertion_costs(...).cost`` (ETR-adjusted where
     ``etr_floor`` is given, as ``planner.dispatch_round.etr_adjusted_cost`` prices it).
@@ -55,6 +56,7 @@ def insertion_lower_bounds(
     ctx : the routes' ``RouteContext`` when the caller already has it.
     method : "auto" (compiled on NumPy unless still loading, else the array loop), "jit" or
         "loop".
+    parallel : the compiled build on the CPU's threads; None: from ``PARALLEL_MIN_WORK`` bounds.
     Raises ValueError on malformed arrays, mixed devices or an unknown method.
     """
     routes.check()
@@ -86,18 +88,27 @@ def insertion_lower_bounds(
 
             ctx = route_context(routes)
     if method == "jit":
-        return _compiled(routes, orders, ctx, late_weight, floor)
+        return _compiled(routes, orders, ctx, late_weight, floor, parallel)
     return _array_loop(routes, orders, ctx, late_weight, floor)
 
 
 def _compiled(
-    routes: RouteArrays, orders: OrderArrays, ctx: RouteContext, late_weight: float, floor: Any
+    routes: RouteArrays,
+    orders: OrderArrays,
+    ctx: RouteContext,
+    late_weight: float,
+    floor: Any,
+    parallel: bool | None,
 ) -> np.ndarray:
-    from kernels._insertion_bounds_jit import lower_bounds_all
+    from kernels._insertion_bounds_jit import lower_bounds_parallel, lower_bounds_serial
+    from kernels._jit_builds import PARALLEL_MIN_WORK
 
-    out = np.empty((routes.shape[0], len(orders)), np.float32)
+    n_routes, n_slots = routes.shape
+    out = np.empty((n_routes, len(orders)), np.float32)
+    if parallel is None:
+        parallel = n_routes * len(orders) * (n_slots + 1) >= PARALLEL_MIN_WORK
     c = np.ascontiguousarray
-    lower_bounds_all(
+    (lower_bounds_parallel if parallel else lower_bounds_serial)(
         c(ctx.node_xy),
         c(ctx.depart_prev),
         c(ctx.leg),
