@@ -119,40 +119,82 @@ def bench_schedule(n_riders: int, n_orders: int, repeats: int, log) -> dict:
 def bench_round(
     n_riders: int, n_orders: int, repeats: int, log, backend: str = "numpy"
 ) -> list[dict]:
-    """``dispatch_round`` end to end on one backend, without and with route improvement."""
+    """``dispatch_round`` end to end on one backend, without and with route improvement, the
+    certified pass against the dense one (every pair priced, the dense assignment: the round
+    as it was solved before, and the reference the certified pass is held to)."""
     round_ = generate_round(n_riders, n_orders, seed=11, route_stops=(0, 12))
     rows = []
     for improve in (False, True):
-        dispatch_round(round_, backend=backend, improve_routes=improve)
-        plans = []
-        walls = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            plans.append(dispatch_round(round_, backend=backend, improve_routes=improve))
-            walls.append(time.perf_counter() - t0)
-        stages = {
-            key: statistics.median(p.timings_ms.get(key, 0.0) for p in plans)
-            for key in plans[0].timings_ms
-        }
-        row = {
-            "round": f"{n_riders}x{n_orders}",
-            "backend": backend,
-            "improve": improve,
-            "median_ms": statistics.median(walls) * 1000,
-            "assigned": len(plans[0].assignments),
-            **{k: round(v, 1) for k, v in stages.items()},
-        }
-        log(
-            f"  dispatch_round {row['round']} {backend} improve={improve}: "
-            f"{row['median_ms']:.1f} ms median of {repeats}"
-        )
-        rows.append(row)
+        for solver in ("certified", "dense"):
+            dense = solver == "dense"
+            dispatch_round(round_, backend=backend, improve_routes=improve, dense=dense)
+            plans = []
+            walls = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                plans.append(
+                    dispatch_round(round_, backend=backend, improve_routes=improve, dense=dense)
+                )
+                walls.append(time.perf_counter() - t0)
+            stages = {
+                key: statistics.median(p.timings_ms.get(key, 0.0) for p in plans)
+                for key in plans[0].timings_ms
+            }
+            row = {
+                "round": f"{n_riders}x{n_orders}",
+                "backend": backend,
+                "solver": solver,
+                "improve": improve,
+                "median_ms": statistics.median(walls) * 1000,
+                "assigned": len(plans[0].assignments),
+                "assignment_cost": sum(a.cost for a in plans[0].assignments),
+                "plan_cost": plans[0].cost.total,
+                **{k: round(v, 1) for k, v in stages.items()},
+            }
+            log(
+                f"  dispatch_round {row['round']} {backend} {solver} improve={improve}: "
+                f"{row['median_ms']:.1f} ms median of {repeats}"
+            )
+            rows.append(row)
     return rows
 
 
+def certified_vs_dense(round_rows: list[dict]) -> list[dict]:
+    """Per round, backend and improve setting: the certified pass against the dense one."""
+    by_key = {(r["round"], r["backend"], r["improve"], r["solver"]): r for r in round_rows}
+    out = []
+    for (size, backend, improve, solver), new in by_key.items():
+        old = by_key.get((size, backend, improve, "dense"))
+        if solver != "certified" or old is None:
+            continue
+        out.append(
+            {
+                "round": size,
+                "backend": backend,
+                "improve": improve,
+                "dense_ms": old["median_ms"],
+                "certified_ms": new["median_ms"],
+                "speedup": old["median_ms"] / new["median_ms"],
+                "assigned": f"{new['assigned']}/{old['assigned']}",
+                "plan_cost_ratio": new["plan_cost"] / old["plan_cost"] if old["plan_cost"] else 1.0,
+                "assignment_cost_ratio": (
+                    new["assignment_cost"] / old["assignment_cost"]
+                    if old["assignment_cost"]
+                    else 1.0
+                ),
+            }
+        )
+    return out
+
+
 def round_crossover(round_rows: list[dict]) -> list[dict]:
-    """Per round size and improve setting: NumPy against CuPy end to end (where both ran)."""
-    by_key = {(r["round"], r["improve"], r["backend"]): r["median_ms"] for r in round_rows}
+    """Per round size and improve setting: NumPy against CuPy end to end (where both ran),
+    each with the certified pass."""
+    by_key = {
+        (r["round"], r["improve"], r["backend"]): r["median_ms"]
+        for r in round_rows
+        if r["solver"] == "certified"
+    }
     out = []
     for size, improve, backend in by_key:
         if backend == "numpy" and (size, improve, "cupy") in by_key:
@@ -223,6 +265,29 @@ def plot_round_crossover(crossover: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def plot_certified(versus: list[dict], path: Path) -> None:
+    """Milliseconds per round size: the dense pass against the certified one (log scale)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in versus if r["improve"]]
+    if not rows:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    x = np.arange(len(rows))
+    ax.bar(x - 0.2, [r["dense_ms"] for r in rows], 0.4, label="dense (every pair priced)")
+    ax.bar(x + 0.2, [r["certified_ms"] for r in rows], 0.4, label="certified (same plans)")
+    ax.set_yscale("log")
+    ax.set_xticks(x, [f"{r['round']} {r['backend']}" for r in rows])
+    ax.set_ylabel("dispatch_round ms (median, with improvement)")
+    ax.set_title(f"a whole round on {platform.machine()}: dense against certified")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def print_insertion(rows: list[dict]) -> None:
     print("\ninsertion_costs (median; reference rate sampled on random pairs)")
     head = (
@@ -257,6 +322,7 @@ def print_schedule(schedule_rows: list[dict]) -> None:
 
 def main() -> None:
     ap = parser(__doc__, "small sizes, under a minute")
+    # (--round-sizes 5000x2000 times the dense pass too: about a minute per size on 2 cores)
     ap.add_argument(
         "--round-sizes",
         type=lambda text: [tuple(int(n) for n in size.split("x")) for size in text.split(",")],
@@ -292,16 +358,31 @@ def main() -> None:
         for row in bench_round(r, o, 3 if args.quick or r * o > 10**6 else 9, log, backend)
     ]
     crossover = round_crossover(round_rows)
+    versus = certified_vs_dense(round_rows)
 
     if rows:
         print_insertion(rows)
         print_schedule(schedule_rows)
-    print("\ndispatch_round, all pairs (median ms per stage)")
+    print("\ndispatch_round (median ms per stage)")
     keys = [k for k in round_rows[0] if k.endswith("_ms")]
-    print(f"{'round':>9} {'backend':>7} {'improve':>7} " + " ".join(f"{k:>12}" for k in keys))
+    print(
+        f"{'round':>9} {'backend':>7} {'solver':>9} {'improve':>7} "
+        + " ".join(f"{k:>12}" for k in keys)
+    )
     for r in round_rows:
         vals = " ".join(f"{r.get(k, 0.0):>12.1f}" for k in keys)
-        print(f"{r['round']:>9} {r['backend']:>7} {r['improve']!s:>7} {vals}")
+        print(f"{r['round']:>9} {r['backend']:>7} {r['solver']:>9} {r['improve']!s:>7} {vals}")
+    print("\ndispatch_round: the certified pass against the dense one (same run, same rounds)")
+    print(
+        f"{'round':>9} {'backend':>7} {'improve':>7} {'dense ms':>9} {'cert. ms':>9} "
+        f"{'speed-up':>8} {'assigned':>11} {'plan cost':>9} {'assign cost':>11}"
+    )
+    for r in versus:
+        print(
+            f"{r['round']:>9} {r['backend']:>7} {r['improve']!s:>7} {r['dense_ms']:>9.1f} "
+            f"{r['certified_ms']:>9.1f} {r['speedup']:>7.2f}x {r['assigned']:>11} "
+            f"{r['plan_cost_ratio']:>9.4f} {r['assignment_cost_ratio']:>11.4f}"
+        )
     if crossover:
         print("\ndispatch_round end to end: NumPy (CPU) against CuPy (GPU), median ms")
         print(f"{'round':>9} {'improve':>7} {'numpy ms':>9} {'cupy ms':>9} {'cupy speed-up':>13}")
@@ -328,6 +409,7 @@ def main() -> None:
                     "insertion": rows,
                     "schedule": schedule_rows,
                     "round": round_rows,
+                    "round_certified_vs_dense": versus,
                     "round_crossover": crossover,
                 },
                 indent=2,
@@ -335,6 +417,7 @@ def main() -> None:
         )
     if crossover:
         plot_round_crossover(crossover, args.out / "kernels_rounds.png")
+    plot_certified(versus, args.out / "kernels_certified.png")
     if rows:
         log(f"wrote {args.out / 'kernels.csv'} and {args.out / 'kernels.png'}")
 

@@ -123,17 +123,6 @@ def _price(
     return out
 
 
-def _owner_keys(packed: PackedRound, n_new: int) -> np.ndarray:
-    """int32[R, L]: keys 0..O-1 are the new orders; carried orders get keys from O up."""
-    n_routes, n_slots = packed.routes.shape
-    owner = np.full((n_routes, n_slots), -1, np.int32)
-    key: dict[str, int] = {}
-    for r, orders in enumerate(packed.stop_orders):
-        for q, order in enumerate(orders):
-            owner[r, q] = key.setdefault(order.id, n_new + len(key))
-    return owner
-
-
 @dataclass(frozen=True)
 class RoundArrays:
     """A packed round as the OR stages exchange it (NumPy on the host between processes).
@@ -187,8 +176,7 @@ class Assigned:
 def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
     """Pack a round (host NumPy)."""
     packed = pack_round(round_)
-    owner = _owner_keys(packed, len(round_.orders))
-    return packed, RoundArrays(packed.routes, packed.orders, owner)
+    return packed, RoundArrays(packed.routes, packed.orders, packed.owner)
 
 
 def price_candidates(arrays: RoundArrays, weights: DispatchWeights) -> Insertions:
@@ -341,10 +329,25 @@ def _pass_certified(
     )
 
 
-def _certifies(routes: RouteArrays, weights: DispatchWeights) -> bool:
-    """Whether a pass runs ``_pass_certified``: host arrays, every pair eligible, and the
-    compiled builds loaded (while they load, the array loops price densely)."""
-    return routes.xp is np and weights.candidate_riders is None and not compiled.warming()
+#: Rider x order pairs below which a pass prices densely even on the host: the certified
+#: pass's half-dozen compiled calls cost more than pricing a small round whole, and the MDRP
+#: replay runs tens of thousands of such rounds a day.
+CERTIFIED_MIN_PAIRS = 10_000
+
+
+def _certifies(
+    orders: OrderArrays, routes: RouteArrays, weights: DispatchWeights, dense: bool
+) -> bool:
+    """Whether a pass runs ``_pass_certified``: not asked to price densely, host arrays, a round
+    of at least ``CERTIFIED_MIN_PAIRS`` pairs, every pair eligible, and the compiled builds
+    loaded (while they load, the array loops price densely)."""
+    return (
+        not dense
+        and routes.xp is np
+        and routes.shape[0] * len(orders) >= CERTIFIED_MIN_PAIRS
+        and weights.candidate_riders is None
+        and not compiled.warming()
+    )
 
 
 def solve_round(
@@ -354,6 +357,7 @@ def solve_round(
     etr_floor: Any = None,
     improve_routes: bool = True,
     checkpoint: Callable[[], None] | None = None,
+    dense: bool = False,
 ) -> Assigned:
     """The solve stage: price, assign, insert, re-price and repeat (k passes), then improve.
 
@@ -361,6 +365,8 @@ def solve_round(
         ETR model, or None.
     checkpoint : called between steps (and between blocks of a big pricing, ``_price``); what
         it raises ends the solve (a replica whose caller has given up stops computing).
+    dense : price every pair and solve the dense assignment on the host in every pass (the
+        reference the certified pass is held to; benchmarks run it side by side).
     Each pass gives the exact assignment of its open orders to its open riders: on the host
     by ``certified_assign`` (only the pairs that can win are priced), on a GPU by pricing every
     pair and sending the host the few that can win. ``candidate_riders`` restricts each order
@@ -392,7 +398,7 @@ def solve_round(
             sub_orders = orders.take(xp.asarray(open_orders))
             sub_floor = None if floor_all is None else floor_all[xp.asarray(open_orders)]
         picks = None
-        if _certifies(sub_routes, weights):
+        if _certifies(sub_orders, sub_routes, weights, dense):
             picks = _pass_certified(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)
         if picks is None:
             picks = _pass_dense(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)
@@ -445,6 +451,7 @@ def dispatch_round(
     backend: str | None = None,
     improve_routes: bool = True,
     etr_minutes: np.ndarray | None = None,
+    dense: bool = False,
 ) -> DispatchPlan:
     """Plan a round.
 
@@ -454,6 +461,7 @@ def dispatch_round(
     etr_minutes : float[O] ETR predictions (minutes from creation to delivery) for the new
         orders; when given, each candidate's drop-off is priced no earlier than its prediction
         and the plan reports ``etr_arrival``.
+    dense : solve every pass densely (``solve_round``), the reference.
     Returns a ``DispatchPlan``; every new order is assigned once or listed as unassigned.
     Raises RuntimeError if "cupy" is forced without a working GPU, ValueError if etr_minutes
     has the wrong length.
@@ -472,7 +480,11 @@ def dispatch_round(
                 floor = etr_floor_seconds(round_, etr_minutes)
         with times("solve_ms"):
             assigned = solve_round(
-                arrays.to(xp), round_.weights, etr_floor=floor, improve_routes=improve_routes
+                arrays.to(xp),
+                round_.weights,
+                etr_floor=floor,
+                improve_routes=improve_routes,
+                dense=dense,
             )
         with times("unpack_ms"):
             plan = build_plan(round_, packed, assigned, floor)
@@ -492,30 +504,28 @@ def build_plan(
     routes, owner_np, changed = assigned.routes, assigned.owner, assigned.changed
     rider_of, assigned_cost = assigned.rider_of, assigned.cost
     w = round_.weights.late_weight
-    routes_np = routes.to(np)
-    sched = schedule(routes_np)
-    n_new = len(round_.orders)
-    carried = {}
-    for orders in packed.stop_orders:
-        for order in orders:
-            carried.setdefault(order.id, order)
-    by_key = {k: o for k, o in enumerate(round_.orders)}
-    for key, order in enumerate(carried.values(), start=n_new):
-        by_key[key] = order
+    changed_routes = routes.to(np).take(changed)
+    sched = schedule(changed_routes)  # only the changed routes are reported
+    by_key = [*round_.orders, *packed.carried]
+    owners = owner_np[changed]
+    pickup_slots = changed_routes.stop_load > 0
+    n_stops = changed_routes.n_stops.tolist()
     new_routes: dict[str, Route] = {}
     arrival: dict[str, float] = {}
-    for r in changed.tolist():
+    for k, r in enumerate(changed.tolist()):
         stops = []
-        for q in range(int(routes_np.n_stops[r])):
-            order = by_key[int(owner_np[r, q])]
-            if routes_np.stop_load[r, q] > 0:
+        keys, picks = owners[k].tolist(), pickup_slots[k].tolist()
+        arrives = sched.arrival[k].tolist()
+        for q in range(n_stops[k]):
+            order = by_key[keys[q]]
+            if picks[q]:
                 stops.append(Stop(order.id, StopKind.PICKUP))
             else:
                 stops.append(Stop(order.id, StopKind.DROPOFF))
-                arrival[order.id] = round_.now + float(sched.arrival[r, q])
+                arrival[order.id] = round_.now + arrives[q]
         new_routes[round_.riders[r].id] = Route(tuple(stops))
-    travel = float(np.sum(sched.travel[changed]) - np.sum(assigned.base_travel[changed]))
-    late = float(np.sum(sched.total_lateness[changed]) - np.sum(assigned.base_lateness[changed]))
+    travel = float(np.sum(sched.travel) - np.sum(assigned.base_travel[changed]))
+    late = float(np.sum(sched.total_lateness) - np.sum(assigned.base_lateness[changed]))
     assignments = tuple(
         Assignment(o.id, round_.riders[int(rider_of[k])].id, float(assigned_cost[k]))
         for k, o in enumerate(round_.orders)

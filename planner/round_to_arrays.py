@@ -27,14 +27,17 @@ class PackedRound:
     routes : RouteArrays of R riders (round order), L = longest route (at least 1 slot).
     orders : OrderArrays of the round's O new orders (round order).
     route_stops : per rider, its stops in slot order.
-    stop_orders : per rider, the Order behind each stop.
+    owner : int32[R, L] order key of each stop: 0..O-1 the new orders, O + k the carried
+        order ``carried[k]``, -1 padding.
+    carried : the orders on the riders' routes, once each, in key order.
     """
 
     routes: RouteArrays
     orders: OrderArrays
     projection: LocalProjection
     route_stops: list[tuple[Stop, ...]]
-    stop_orders: list[tuple[Order, ...]]
+    owner: np.ndarray
+    carried: list[Order]
 
 
 def _positions(round_: DispatchRound) -> list[LatLng]:
@@ -83,8 +86,11 @@ def pack_riders(
     now: float,
     max_lateness_s: float,
     min_slots: int = 1,
-) -> tuple[RouteArrays, list[tuple[Stop, ...]], list[tuple[Order, ...]]]:
-    """Riders' current routes as ``RouteArrays`` (L = max(longest route, min_slots))."""
+    first_key: int = 0,
+) -> tuple[RouteArrays, list[tuple[Stop, ...]], np.ndarray, list[Order]]:
+    """Riders' current routes as ``RouteArrays`` (L = max(longest route, min_slots)), with
+    each rider's stops, the stops' owner keys (int32[R, L]: ``first_key + k`` for the k-th
+    distinct order met, -1 padding) and those orders in key order."""
     n_routes = len(riders)
     lengths = [len(r.route.stops) for r in riders]
     n_slots = max([*lengths, min_slots])
@@ -115,16 +121,22 @@ def pack_riders(
     routes.insert_limit[:] = lengths
 
     route_stops: list[tuple[Stop, ...]] = []
-    stop_orders: list[tuple[Order, ...]] = []
+    key_of: dict[str, int] = {}
+    carried: list[Order] = []
+    keys: list[int] = []
     # (lat, lng, ready, due, service, load) of each stop, riders in order, stops in slot order
     rows: list[tuple[float, float, float, float, float, float]] = []
     for rider in riders:
         stops = rider.route.stops
         by_id = {o.id: o for o in rider.orders}
-        behind = tuple([by_id[s.order_id] for s in stops])
         route_stops.append(stops)
-        stop_orders.append(behind)
-        for stop, o in zip(stops, behind, strict=True):
+        for stop in stops:
+            o = by_id[stop.order_id]
+            key = key_of.get(o.id)
+            if key is None:
+                key = key_of[o.id] = len(carried)
+                carried.append(o)
+            keys.append(key)
             if stop.kind is StopKind.PICKUP:
                 p = o.pickup
                 rows.append((p.lat, p.lng, o.ready_at - now, np.inf, o.pickup_service_s, o.size))
@@ -133,10 +145,12 @@ def pack_riders(
                 rows.append(
                     (p.lat, p.lng, -np.inf, o.promised_at - now, o.dropoff_service_s, -o.size)
                 )
+    owner = np.full((n_routes, n_slots), -1, np.int32)
     if rows:
         stop = np.array(rows, np.float64)
         # The slots a route fills, row-major: the same order as the rows.
         filled = np.arange(n_slots)[None, :] < np.asarray(lengths)[:, None]
+        owner[filled] = np.asarray(keys, np.int32) + first_key
         due = stop[:, 3].astype(f)
         routes.stop_xy[filled] = projection.to_xy(stop[:, 0], stop[:, 1])
         routes.stop_ready[filled] = stop[:, 2]
@@ -144,13 +158,16 @@ def pack_riders(
         routes.stop_latest[filled] = due + f(max_lateness_s)
         routes.stop_service[filled] = stop[:, 4]
         routes.stop_load[filled] = stop[:, 5]
-    return routes.check(), route_stops, stop_orders
+    return routes.check(), route_stops, owner, carried
 
 
 def pack_round(round_: DispatchRound) -> PackedRound:
     """Pack a round; raises ValueError only for arrays that fail their own checks."""
     projection = LocalProjection.around(_positions(round_))
     max_late = round_.weights.max_lateness_s
-    routes, route_stops, stop_orders = pack_riders(round_.riders, projection, round_.now, max_late)
+    n_new = len(round_.orders)
+    routes, route_stops, owner, carried = pack_riders(
+        round_.riders, projection, round_.now, max_late, first_key=n_new
+    )
     orders = pack_orders(round_.orders, projection, round_.now, max_late)
-    return PackedRound(routes, orders, projection, route_stops, stop_orders)
+    return PackedRound(routes, orders, projection, route_stops, owner, carried)

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from kernels.improve import improve, route_cost
 from kernels.schedule import schedule
 from planner import generate_round, pack_round
-from planner.dispatch_round import _owner_keys
 
 
 def precedence_ok(routes, owner) -> bool:
@@ -27,7 +26,7 @@ def precedence_ok(routes, owner) -> bool:
 @given(seed=st.integers(0, 10_000), w=st.sampled_from([0.0, 4.0]))
 def test_improve_never_worse_never_infeasible(seed, w):
     packed = pack_round(generate_round(40, 0, seed=seed, route_stops=(2, 12)))
-    owner = _owner_keys(packed, 0)
+    owner = packed.owner
     before = route_cost(packed.routes, w)
     feasible_before = schedule(packed.routes).feasible
     routes, new_owner, _moves = improve(packed.routes, owner, late_weight=w)
@@ -42,7 +41,7 @@ def test_improve_never_worse_never_infeasible(seed, w):
 def test_improve_finds_moves_on_nearest_neighbour_routes():
     """Greedy routes leave room: some relocations should pay off."""
     packed = pack_round(generate_round(200, 0, seed=3, route_stops=(6, 12)))
-    owner = _owner_keys(packed, 0)
+    owner = packed.owner
     routes, _, moves = improve(packed.routes, owner, late_weight=4.0)
     assert moves > 0
     assert float(route_cost(routes, 4.0).sum()) < float(route_cost(packed.routes, 4.0).sum())
