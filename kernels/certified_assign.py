@@ -53,7 +53,7 @@ FIRST_PAIRS = 24
 #: promising only (k from FIRST_PAIRS, doubling with each solve).
 TAKE_ALL = 64
 #: Share of the orders' median dual by which a pair may lie above the duals and still join.
-MARGIN = 0.3
+MARGIN = 0.1
 #: Past this share of all pairs priced while widening orders left over, give up (return None).
 DENSE_SHARE = 0.3
 

@@ -110,8 +110,14 @@ def remove_orders(routes: RouteArrays, owner: Any, keys: Any) -> tuple[RouteArra
     xp = routes.xp
     n_routes, n_slots = routes.shape
     drop = (owner == keys[:, None]) & (keys[:, None] >= 0)
-    keep_order = xp.argsort(drop, axis=1, kind="stable")  # kept slots first, in order
     r = xp.arange(n_routes)[:, None]
+    # Kept slots first, in order, then the removed ones: a stable argsort of ``drop``, built
+    # from running counts (a sort of a boolean per row costs ten times more).
+    kept = ~drop
+    n_kept = kept.sum(axis=1, keepdims=True)
+    target = xp.where(kept, xp.cumsum(kept, axis=1) - 1, n_kept + xp.cumsum(drop, axis=1) - 1)
+    keep_order = xp.empty_like(target)
+    keep_order[r, target] = xp.arange(n_slots)[None, :]
     n_removed = drop.sum(axis=1).astype(xp.int32)
     n_stops = routes.n_stops - n_removed
     used = xp.arange(n_slots)[None, :] < n_stops[:, None]
