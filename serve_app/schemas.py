@@ -174,7 +174,12 @@ class WeightsIn(_Model):
     late_weight: float = Field(4.0, ge=0, le=1000, description="Travel seconds per late second.")
     max_lateness_s: float = Field(1800.0, ge=0, le=86_400, description="Hard lateness limit.")
     max_orders_per_rider: int = Field(1, ge=1, le=10)
-    candidate_riders: int | None = Field(None, ge=1, description="Price K nearest riders only.")
+    candidate_riders: int | None = Field(
+        None,
+        ge=1,
+        description="Restrict each order to its K nearest riders (changes plans; unset "
+        "considers every rider, exactly).",
+    )
     etr_floor: bool = Field(
         True, description="Price drop-offs no earlier than the ETR model says; false skips it."
     )
