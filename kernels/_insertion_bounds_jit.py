@@ -128,17 +128,41 @@ lower_bounds_serial, lower_bounds_parallel = serial_and_parallel(
 
 
 def warm_up() -> None:
-    """Compile (or load from the on-disk cache) the build every caller uses."""
-    from kernels.arrays import OrderArrays, RouteArrays
-    from kernels.insertion_bounds import insertion_lower_bounds
+    """Compile (or load from the on-disk cache) both builds, so no request pays for it."""
+    from kernels._insertion_costs_jit import route_context_jit
+    from kernels.arrays import RouteArrays
 
     routes = RouteArrays.empty(1, 1).check()
-    orders = OrderArrays(
-        **{
-            name: np.zeros((1, 2) if name.endswith("_xy") else 1, np.float32)
-            for name in OrderArrays.__dataclass_fields__
-        }
-    )
-    orders = OrderArrays(**{**orders.__dict__, "has_pickup": np.ones(1, bool)}).check()
-    for parallel in (False, True):
-        insertion_lower_bounds(routes, orders, late_weight=1.0, method="jit", parallel=parallel)
+    ctx = route_context_jit(routes)
+    f32 = np.float32
+    one = np.zeros(1, f32)
+    out = np.empty((1, 1), f32)
+    for build in (lower_bounds_serial, lower_bounds_parallel):
+        build(
+            ctx.node_xy,
+            ctx.depart_prev,
+            ctx.leg,
+            ctx.arrival,
+            ctx.cum_wait,
+            ctx.hard_min,
+            ctx.soft_min,
+            ctx.load_before,
+            routes.speed,
+            routes.capacity,
+            routes.n_stops,
+            routes.insert_limit,
+            one,
+            one,
+            one,
+            one,
+            one,
+            one,
+            one,
+            one,
+            one,
+            one,
+            np.ones(1, np.bool_),
+            one,
+            f32(1.0),
+            out,
+        )

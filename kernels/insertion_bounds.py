@@ -107,7 +107,9 @@ def _compiled(
     out = np.empty((n_routes, len(orders)), np.float32)
     if parallel is None:
         parallel = n_routes * len(orders) * (n_slots + 1) >= PARALLEL_MIN_WORK
-    c = np.ascontiguousarray
+    # Read-only views, as a replica receives its arrays: one compiled specialisation.
+    from kernels._insertion_costs_jit import _read_only as c
+
     (lower_bounds_parallel if parallel else lower_bounds_serial)(
         c(ctx.node_xy),
         c(ctx.depart_prev),

@@ -79,3 +79,19 @@ def test_orders_on_board_are_not_bounded_and_bad_input_is_refused():
         insertion_lower_bounds(routes, orders, late_weight=1.0, method="cuda")
     with pytest.raises(ValueError, match="etr_floor"):
         insertion_lower_bounds(routes, orders, late_weight=1.0, etr_floor=np.zeros(9))
+
+
+def test_a_replicas_read_only_arrays_need_no_second_compile():
+    """Ray hands a replica read-only arrays; the warm-up compiles that one specialisation."""
+    from kernels._insertion_bounds_jit import lower_bounds_parallel, lower_bounds_serial, warm_up
+
+    warm_up()
+    before = len(lower_bounds_serial.signatures) + len(lower_bounds_parallel.signatures)
+    routes, orders = random_batch(2, 4, 3, 3)
+    for batch in (routes, orders):
+        for name in batch.__dataclass_fields__:
+            getattr(batch, name).flags.writeable = False
+    for parallel in (False, True):
+        insertion_lower_bounds(routes, orders, late_weight=1.0, method="jit", parallel=parallel)
+    after = len(lower_bounds_serial.signatures) + len(lower_bounds_parallel.signatures)
+    assert after == before
