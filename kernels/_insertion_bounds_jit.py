@@ -128,40 +128,27 @@ lower_bounds_serial, lower_bounds_parallel = serial_and_parallel(
 
 
 def warm_up() -> None:
-    """Compile (or load from the on-disk cache) both builds, so no request pays for it."""
+    """Compile (or load from the on-disk cache) both builds for read-only inputs, as
+    ``insertion_bounds`` passes them (see ``_insertion_costs_jit._read_only``)."""
+    from kernels._insertion_costs_jit import _read_only as c
     from kernels._insertion_costs_jit import route_context_jit
     from kernels.arrays import RouteArrays
 
     routes = RouteArrays.empty(1, 1).check()
     ctx = route_context_jit(routes)
     f32 = np.float32
-    one = np.zeros(1, f32)
+    one = c(np.zeros(1, f32))
     out = np.empty((1, 1), f32)
+    route_args = (
+        *(ctx.node_xy, ctx.depart_prev, ctx.leg, ctx.arrival, ctx.cum_wait),
+        *(ctx.hard_min, ctx.soft_min, ctx.load_before),
+        *(routes.speed, routes.capacity, routes.n_stops, routes.insert_limit),
+    )
     for build in (lower_bounds_serial, lower_bounds_parallel):
         build(
-            ctx.node_xy,
-            ctx.depart_prev,
-            ctx.leg,
-            ctx.arrival,
-            ctx.cum_wait,
-            ctx.hard_min,
-            ctx.soft_min,
-            ctx.load_before,
-            routes.speed,
-            routes.capacity,
-            routes.n_stops,
-            routes.insert_limit,
-            one,
-            one,
-            one,
-            one,
-            one,
-            one,
-            one,
-            one,
-            one,
-            one,
-            np.ones(1, np.bool_),
+            *(c(a) for a in route_args),
+            *([one] * 10),
+            c(np.ones(1, np.bool_)),
             one,
             f32(1.0),
             out,
