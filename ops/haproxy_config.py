@@ -54,11 +54,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from config import environment
 from config.secrets import read_env
 from serve_app.lean_listener import PORTS_DIR_ENV, registered_ports
 
-LANES_ENV = "ORML_HAPROXY_LANES"
-REAL_BINARY_ENV = "ORML_HAPROXY_REAL_BINARY"
+LANES_ENV = environment.HAPROXY_LANES.name
+REAL_BINARY_ENV = environment.HAPROXY_REAL_BINARY.name
 #: How long a request past a lane's capacity waits in HAProxy's queue for a slot, then 503.
 #: The queue only has to bridge the moment between a slot freeing and the next request
 #: taking it (the lane's own ``max_queued`` keeps the replicas fed); at 10x the peak each
@@ -67,7 +68,7 @@ REAL_BINARY_ENV = "ORML_HAPROXY_REAL_BINARY"
 QUEUE_MS = 5
 #: ``ORML_HAPROXY_QUEUE_MS=N`` sets the lanes' queue time instead (``bench/overload.py
 #: --proxy-queue-ms``).
-QUEUE_MS_ENV = "ORML_HAPROXY_QUEUE_MS"
+QUEUE_MS_ENV = environment.HAPROXY_QUEUE_MS.name
 SHED_BODY = '{"detail": "shed: the lane is full (at the proxy)"}'
 SHED_BEFORE_BODY = '{"detail": "shed: the lane is full (at the proxy, before the body)"}'
 #: HAProxy's buffer size: a lane request's body up to this size is read whole before it is
@@ -81,7 +82,7 @@ PRIORITY_ABOVE_REPLICAS = 5
 #: ``ORML_HAPROXY_SERVE_DEFAULTS=1`` keeps Serve's buffers, a log line per shed and Ray's
 #: niceness (with ``RAY_SERVE_HAPROXY_NBTHREAD=4``, Serve's threads: ``bench/overload.py
 #: --proxy-serve-defaults``).
-SERVE_DEFAULTS_ENV = "ORML_HAPROXY_SERVE_DEFAULTS"
+SERVE_DEFAULTS_ENV = environment.HAPROXY_SERVE_DEFAULTS.name
 
 
 def rewrite(

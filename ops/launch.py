@@ -28,6 +28,7 @@ class Launched:
 
     endpoints: local.LocalServe
     notes: list[str]
+    cache: str = ""  # where the result cache keeps its L2, in words (``cache_decision``)
 
 
 def _raw_config(path: Path, port: int | None, grpc_port: int | None) -> dict[str, Any]:
@@ -107,7 +108,26 @@ def start(
             stop=stop,
         )
     _interruptible(stop)
-    return Launched(endpoints, notes)
+    return Launched(endpoints, notes, cache_decision(raw))
+
+
+def cache_decision(raw: dict[str, Any]) -> str:
+    """Where the orml app's result cache keeps its entries, as the replicas will decide it:
+    ``args.cache.redis_url``, else ``ORML_REDIS_URL`` in this environment (which the
+    replicas inherit), else each replica's own memory."""
+    from urllib.parse import urlsplit
+
+    from config import get_settings
+
+    for app in raw.get("applications", []):
+        cache = (app.get("args") or {}).get("cache") or {}
+        if cache.get("enabled") is False:
+            return "off (args.cache.enabled: false)"
+        url = cache.get("redis_url") or get_settings().redis_url
+        if url:
+            where = urlsplit(url)
+            return f"L1 in each replica + Redis L2 at {where.hostname}:{where.port or 6379}"
+    return "L1 in each replica only (no L2: set ORML_REDIS_URL or args.cache.redis_url)"
 
 
 def _interruptible(stop: local.StopRequest) -> None:

@@ -28,11 +28,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from config import environment
 from devices.catalog import gpu_types
 
 #: The keys of a Secret the pods read their secrets from (all optional in the Secret):
 #: deploy/production.yaml's header says what each is.
-SECRET_ENV = ("ORML_REDIS_URL", "ORML_REDIS_PASSWORD", "ORML_API_TOKENS", "ORML_CACHE_SECRET")
+SECRET_ENV = (
+    "ORML_REDIS_URL",  # config.Settings.redis_url
+    environment.REDIS_PASSWORD.name,
+    environment.API_TOKENS.name,
+    environment.CACHE_SECRET.name,
+)
 #: The container ports of the head pod (KubeRay's names: its services find them by these).
 HEAD_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001, "serve": 8000}
 

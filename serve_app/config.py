@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from actors.cpu_priority import Policy as OfflinePriority
 from actors.device import GuardSettings
 from actors.emulation import Emulation
-from config import BackendChoice
+from config import BackendChoice, environment
 from serve_app.pipeline.limits import Limits
 
 
@@ -31,7 +31,8 @@ class CacheArgs(BaseModel):
         "hold one); unset there too: L1 only.",
     )
     redis_password_env: str | None = Field(
-        "ORML_REDIS_PASSWORD", description="Environment variable holding the Redis password."
+        environment.REDIS_PASSWORD.name,
+        description="Environment variable holding the Redis password.",
     )
     redis_password_file: Path | None = Field(
         None, description="Or a secret file holding it (read when the variable is unset)."
@@ -44,7 +45,7 @@ class CacheArgs(BaseModel):
         "then miss: back-pressure, never counted as a Redis failure.",
     )
     seal_secret_env: str | None = Field(
-        "ORML_CACHE_SECRET",
+        environment.CACHE_SECRET.name,
         description="Environment variable with a shared secret (>= 16 bytes): when set, every "
         "L2 value carries an HMAC of its key and bytes, and a value without a valid one is a "
         "miss (a Redis others can write to cannot feed the replicas).",
@@ -199,7 +200,7 @@ class AuthArgs(BaseModel):
         "Health and readiness are never protected.",
     )
     tokens_env: str | None = Field(
-        "ORML_API_TOKENS",
+        environment.API_TOKENS.name,
         description="Environment variable with token entries ('TOKEN' or 'TOKEN endpoint,...', "
         "';'-separated), read by the ingress replicas.",
     )

@@ -40,14 +40,15 @@ from typing import Any
 
 import uvicorn
 
+from config import environment
 from config.secrets import read_env
 
 log = logging.getLogger("orml.serve")
 
 #: The directory where replicas register their listeners' ports (set by ``orml serve``).
-PORTS_DIR_ENV = "ORML_LEAN_PORTS_DIR"
+PORTS_DIR_ENV = environment.LEAN_PORTS_DIR.name
 #: The address the listeners bind (the HTTP host Serve's own listeners bind).
-HOST_ENV = "ORML_LEAN_HOST"
+HOST_ENV = environment.LEAN_HOST.name
 #: How long an idle connection is kept open, as Serve's listeners keep theirs: HAProxy reuses
 #: its connections to a server for up to 90 s, and one closed under it costs a retry.
 KEEP_ALIVE_S = 90

@@ -1,4 +1,17 @@
-"""Session-wide test settings: hypothesis profiles, the gpu/nvcc skips, a private Redis."""
+"""Session-wide test settings: hypothesis profiles, the gpu/nvcc skips, the tiers, a private
+Redis.
+
+The tiers (markers, given here from what a test uses, never by hand):
+
+* ``system``: the test starts processes of its own: an ``orml serve``, a Ray cluster, a
+  browser, Prometheus, a Node client, ``serve deploy`` (the modules in ``SYSTEM``);
+* ``integration``: it uses the session's shared app (``serve_endpoints``) or a real Redis
+  (``redis_server``);
+* ``unit``: everything else. A unit test starts nothing: ``ray.init`` raises in it, as in Ray
+  Serve's own unit tests, so a unit that reaches for a cluster is found, not slowed down.
+
+``pytest -m unit`` is the fast tier; ``pytest -m "not system"`` adds the shared app.
+"""
 
 from __future__ import annotations
 
@@ -18,8 +31,41 @@ settings.register_profile("dev", max_examples=15, deadline=None)
 settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+#: Modules whose tests start processes of their own (clusters, launchers, browsers, servers).
+SYSTEM = frozenset(
+    {
+        "tests/test_orml_serve.py",
+        "tests/test_readme.py",
+        "tests/test_dashboard.py",
+        "tests/serve/test_deploy.py",
+        "tests/serve/test_chaos.py",
+        "tests/serve/test_grpc_node.py",
+        "tests/serve/test_prometheus.py",
+        "tests/serve/test_ray_dashboard.py",
+        "tests/serve/test_scheduling_serve.py",
+        "tests/serve/test_model_roll.py",
+        "tests/serve/test_haproxy_config.py",
+        "tests/placement/test_placement.py",
+    }
+)
+#: Fixtures that reach the session's shared app or a real Redis.
+SHARED = frozenset({"serve_endpoints", "serve_url", "grpc_address", "redis_server", "redis_url"})
+
+
+def _tier(item: pytest.Item) -> str:
+    path = item.path.relative_to(item.config.rootpath).as_posix()
+    if path in SYSTEM:
+        return "system"
+    if SHARED & set(getattr(item, "fixturenames", ())):
+        return "integration"
+    return "unit"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from kernels.backend import cupy_available
+
+    for item in items:
+        item.add_marker(_tier(item))
 
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU with CuPy; none is usable here")
     no_nvcc = pytest.mark.skip(reason="needs nvcc on PATH")
@@ -30,6 +76,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_gpu)
         if "nvcc" in item.keywords and not have_nvcc:
             item.add_marker(no_nvcc)
+
+
+@pytest.fixture(autouse=True)
+def _units_start_no_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
+    """In a unit test, starting Ray raises (the tier's promise: it starts nothing)."""
+    if request.node.get_closest_marker("unit") is None:
+        yield
+        return
+    import ray
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError(
+            "a unit test started Ray: use the session's app (serve_endpoints) or move the "
+            "test's module to tests/conftest.py SYSTEM"
+        )
+
+    saved = ray.init
+    ray.init = refuse  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        ray.init = saved  # type: ignore[assignment]
 
 
 @pytest.fixture(scope="session")

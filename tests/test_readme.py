@@ -1,4 +1,4 @@
-"""The front door: every shell and Python block of README.md runs verbatim.
+"""The front door: every shell and Python block of README.md and the docs pages runs verbatim.
 
 Blocks are taken in order. A block may be preceded by ``<!-- readme-test: KIND -->``:
 ``ci`` (install and test commands: ``.ci/run`` must run exactly these lines), ``server``
@@ -31,21 +31,31 @@ FENCE = re.compile(
 
 @dataclass(frozen=True)
 class Block:
+    page: str
     line: int
     lang: str
     kind: str  # "run", "ci", "server", "skip: ..."
     code: str
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.page}:{self.line}"
+
+
+#: The pages whose blocks run: the README, then every page of the docs (in name order).
+PAGES = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
 
 
 def readme_blocks() -> list[Block]:
-    text = (ROOT / "README.md").read_text()
-    return [
-        Block(text.count("\n", 0, m.start()) + 1, m["lang"], m["kind"] or "run", m["code"])
-        for m in FENCE.finditer(text)
-    ]
+    blocks = []
+    for page in PAGES:
+        text = (ROOT / page).read_text()
+        blocks += [
+            Block(
+                page, text.count("\n", 0, m.start()) + 1, m["lang"], m["kind"] or "run", m["code"]
+            )
+            for m in FENCE.finditer(text)
+        ]
+    return blocks
 
 
 BLOCKS = readme_blocks()

@@ -94,11 +94,13 @@ def run(args: argparse.Namespace) -> int:
     ep = launched.endpoints
     for note in launched.notes:
         print(f"sized for this machine: {note}")
-    print(f"API        {ep.http}   POST /v1/dispatch, /v1/etr, /v1/routes/solve; GET /readyz")
+    print(f"API        {ep.http}   POST /v1/dispatch, /v1/etr, /v1/etr/bulk, /v1/routes/solve")
+    print(f"Health     {ep.http}   GET /healthz (alive), /readyz (warm); /admin/status")
     print(f"OpenAPI    {ep.http}/docs")
     print(f"gRPC       {ep.grpc}   orml.v1.Orml (serve_app/grpc_api/orml.proto)")
     print(f"Dashboard  {ep.dashboard}   (log in with the token `ray get-auth-token` prints)")
     print(f"Metrics    {ep.metrics}   (Prometheus scrape target)")
+    print(f"Cache      {launched.cache}")
     print("Ctrl-C or SIGTERM stops.", flush=True)
     while not stop.wait(0.5):
         pass

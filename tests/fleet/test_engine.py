@@ -135,7 +135,12 @@ def test_the_day_is_the_same_under_a_seed_and_changes_with_it(tmp_path: Path) ->
     root = Path(__file__).resolve().parents[2] / "data" / "mdrp"
     # One target on one planning day: the tuning's search is not what this checks.
     quick = Tuning(targets=[0.6], planning_days=1)
-    small = load_scenario().model_copy(update={"cities": 2, "failures": [], "tuning": quick})
+    scenario = load_scenario()
+    # Two small cities: determinism does not need the fleet's load.
+    size = scenario.city_size.model_copy(update={"scale": 2.0})
+    small = scenario.model_copy(
+        update={"cities": 2, "failures": [], "tuning": quick, "city_size": size}
+    )
     runs = [
         run_day(s, root, policies=("ours",), progress=lambda _: None)["policies"]["ours"]
         for s in (small, small, small.model_copy(update={"seed": 1}))

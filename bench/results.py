@@ -1,0 +1,207 @@
+"""The results page and the README's results table, rendered from the benches' JSON.
+
+    python bench/results.py [--check]
+
+Reads ``docs/results/sources.yaml`` (one entry per bench run kept: its JSON, the machine, the
+command), renders each run as a table of figures against the baseline measured in the same
+run, and writes ``docs/results.md`` and the README's block between ``<!-- results:begin -->``
+and ``<!-- results:end -->``. ``--check`` writes nothing and exits 1 where either differs from
+what the JSON gives (``tests/test_results_page.py`` runs it). Re-running a bench with
+``--json`` and pointing its entry at the new file is how a figure changes: never by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "docs" / "results" / "sources.yaml"
+PAGE = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
+BLOCK = re.compile(r"(<!-- results:begin -->\n).*?(<!-- results:end -->)", re.S)
+
+#: (figure, measured, baseline, baseline's name, ratio) rows per bench, for the page.
+Row = tuple[str, str, str, str, str]
+
+
+def _ms(x: float) -> str:
+    return f"{x:,.0f} ms" if x >= 100 else f"{x:.1f} ms"
+
+
+def kernels_rounds(data: dict[str, Any]) -> list[Row]:
+    rows = []
+    for r in data["round_certified_vs_dense"]:
+        if not r["improve"]:
+            continue
+        rows.append(
+            (
+                f"dispatch_round {r['round'].replace('x', ' x ')} ({r['backend']}), improve on",
+                _ms(r["certified_ms"]),
+                _ms(r["dense_ms"]),
+                "dense pass (every pair priced)",
+                f"{r['speedup']:.2f}x faster; plan cost {r['plan_cost_ratio']:.4f}x, "
+                f"assigned {r['assigned']}",
+            )
+        )
+    return rows
+
+
+def big_round(data: dict[str, Any]) -> list[Row]:
+    m = data["medians"]
+    return [
+        (
+            "5000 x 2000 round over HTTP (7.2 MiB JSON)",
+            f"{m['http_s']:.2f} s",
+            f"{m['in_process_s']:.2f} s",
+            "the same plan in process",
+            f"{data['ratio']:.2f}x",
+        )
+    ]
+
+
+def mdrp(data: dict[str, Any]) -> list[Row]:
+    published = {
+        "click_to_door_mean": ("click-to-door mean, min", 32.74),
+        "click_to_door_p90": ("click-to-door p90, min", 49.3),
+        "ready_to_pickup_mean": ("ready-to-pickup mean, min", 1.93),
+        "cost_per_order": ("cost per order, $", 11.42),
+        "delivered_pct": ("delivered, %", 99.75),
+    }
+    o = data["overall"]
+    rows = [
+        (
+            f"{data['instances']} MDRP days: {label}",
+            f"{o[key]:.2f}",
+            f"{theirs:.2f}",
+            "published heuristic (Reyes et al. 2018, mean of 240 days)",
+            f"{o[key] / theirs:.3f}x",
+        )
+        for key, (label, theirs) in published.items()
+    ]
+    gaps = data.get("clairvoyant", [])
+    if gaps:
+        ours = sum(g["ours"] / g["optimum"] - 1 for g in gaps) / len(gaps) * 100
+        theirs = sum(g["published"] / g["optimum"] - 1 for g in gaps) / len(gaps) * 100
+        rows.append(
+            (
+                f"above the clairvoyant optimum ({len(gaps)} days)",
+                f"+{ours:.1f}%",
+                f"+{theirs:.1f}%",
+                "published heuristic",
+                "",
+            )
+        )
+    return rows
+
+
+def kernels_insertion(data: dict[str, Any]) -> list[Row]:
+    rows = []
+    for r in data["insertion"]:
+        if "cupy_s" not in r:
+            continue
+        rows.append(
+            (
+                f"insertion pricing {r['size'].replace('x', ' x ')} (CuPy)",
+                _ms(r["cupy_s"] * 1e3),
+                _ms(r["jit_s"] * 1e3),
+                "compiled CPU twin, same machine",
+                f"{r['cupy_vs_jit']:.0f}x",
+            )
+        )
+    return rows
+
+
+RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
+    "kernels_rounds": kernels_rounds,
+    "big_round": big_round,
+    "mdrp": mdrp,
+    "kernels_insertion": kernels_insertion,
+}
+#: The README's headline rows: (bench, row index).
+HEADLINE = (
+    ("kernels_rounds", 2),
+    ("kernels_rounds", 1),
+    ("big_round", 0),
+    ("mdrp", 0),
+    ("mdrp", 5),
+    ("kernels_insertion", -1),
+)
+
+
+def _date(data: dict[str, Any], source: dict[str, Any]) -> str:
+    meta = data.get("meta", {})
+    if "date" in meta:
+        return meta["date"]
+    if "date" in data:
+        return data["date"]
+    found = re.search(r"20\d\d-\d\d-\d\d", source["json"])
+    return found.group(0) if found else "?"
+
+
+def render() -> tuple[str, str]:
+    """(the results page, the README's block)."""
+    sources = yaml.safe_load(SOURCES.read_text())
+    page = [
+        "# Results",
+        "",
+        "Rendered by `python bench/results.py` from the benches' JSON",
+        "(`docs/results/sources.yaml`); each figure beside the baseline measured in the same",
+        "run, with the machine, the date and the command. How each bench works, and the",
+        "earlier runs: [the benchmark notebook](benchmarks.md).",
+        "",
+    ]
+    rendered: dict[str, tuple[list[Row], dict[str, Any], str]] = {}
+    for source in sources:
+        data = json.loads((ROOT / source["json"]).read_text())
+        rows = RENDER[source["bench"]](data)
+        date = _date(data, source)
+        rendered[source["bench"]] = (rows, source, date)
+        page += [
+            f"## {source['bench']}",
+            "",
+            f"{source['machine']}, {date}: `{source['command']}`",
+            f"([JSON]({Path(source['json']).relative_to('docs').as_posix()}))",
+            "",
+            "| figure | measured | baseline | baseline is | ratio |",
+            "|---|---|---|---|---|",
+        ]
+        page += ["| " + " | ".join(row) + " |" for row in rows]
+        page.append("")
+    block = [
+        "| figure | measured | baseline (same run) | machine, date |",
+        "|---|---|---|---|",
+    ]
+    for bench, k in HEADLINE:
+        rows, source, date = rendered[bench]
+        figure, measured, baseline, what, _ = rows[k]
+        machine = source["machine"].split(",")[0]
+        block.append(f"| {figure} | {measured} | {baseline}: {what} | {machine}, {date} |")
+    return "\n".join(page).rstrip() + "\n", "\n".join(block) + "\n"
+
+
+def main() -> int:
+    page, block = render()
+    readme = README.read_text()
+    if not BLOCK.search(readme):
+        raise SystemExit("README.md has no <!-- results:begin --> ... <!-- results:end --> block")
+    new_readme = BLOCK.sub(lambda m: m.group(1) + block + m.group(2), readme)
+    if "--check" in sys.argv:
+        stale = [p for p, new in ((PAGE, page), (README, new_readme)) if p.read_text() != new]
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is not what the JSON gives: run bench/results.py")
+        return 1 if stale else 0
+    PAGE.write_text(page)
+    README.write_text(new_readme)
+    print(f"wrote {PAGE.relative_to(ROOT)} and the README's results block")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
