@@ -11,7 +11,7 @@ owner and batch work alike whenever more of them want a core than there are core
   (``DispatchAppArgs.ingress_priority_steps``). An admitted round's every stage but the solve
   runs on the ingress's one event loop, so under overload, when the proxy, the kernel and the
   clients' connections want the cores too, the ingress is the stage that falls behind and
-  takes goodput with it (docs/benchmarks.md, "Overload shed before Python"). It does only
+  takes goodput with it (``bench/overload.py``). It does only
   admitted work (the admission lanes bound it), so above the other replicas it cannot starve
   them; it only wins the cores when it has rounds to move.
 

@@ -125,7 +125,7 @@ class OrSolverDeployment:
         return {"replica": replica_id(), "at": self.guard.faults.inject(kind)}
 
     # The request methods are async and run their compute in a worker thread: a Serve hop to
-    # an async method costs ~1-1.5 ms less than to a sync one here (bench/serve_load.py), and
+    # an async method skips Serve's thread hand-off of a sync one (bench/serve_load.py), and
     # the event loop stays free for the health check while a device call runs (or wedges).
     async def solve_round(
         self,

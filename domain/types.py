@@ -199,9 +199,10 @@ class DispatchWeights:
         drop-off later than this (and later than it already was) is infeasible. ``inf`` = no limit.
     max_orders_per_rider : at most this many new orders go to one rider in a round (>= 1).
     candidate_riders : when set, each order may only go to its this-many nearest riders (by
-        straight-line distance to the pickup): a restriction that changes plans (at 5000 x
-        2000, 64 candidates cost 14.6x the unrestricted plan), not a speed-up; ``None``
-        considers every rider, exactly and without pricing every pair (docs/round.md).
+        straight-line distance to the pickup): a restriction that changes plans (orders
+        compete for the same near riders, so a fixed K can cost many times the unrestricted
+        plan), not a speed-up; ``None`` considers every rider, exactly and without pricing
+        every pair (docs/round.md).
     etr_floor : price each drop-off no earlier than the ETR model's prediction (where a round
         runs with the model: the served pipeline, or ``etr_minutes`` given); False plans on
         travel times alone and the served pipeline skips the ETR call.

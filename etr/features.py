@@ -81,8 +81,8 @@ def build_features(
 
 
 #: Up to this many orders, ``features_from_orders`` fills rows one by one (``_rows``): an
-#: online ETR request has one or a few orders, and the vectorised path's ~25 NumPy calls cost
-#: 31 us for one order where the row costs 4 (bench: docs/benchmarks.md "The edge").
+#: online ETR request has one or a few orders, and the vectorised path's two dozen NumPy calls
+#: cost several times one row's arithmetic at that size.
 ROWS_ONE_BY_ONE = 8
 _ANGLE_PER_HOUR = np.float32(2 * math.pi / 24)
 

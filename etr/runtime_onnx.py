@@ -15,9 +15,9 @@ class OnnxRuntimeEtr(EtrRuntime):
 
     intra_op_threads : threads per call (0 = ONNX Runtime's default, one per core). Default 1:
     the model is small and called from a serving process's event loop; with ONNX Runtime's
-    default on two cores, a second thread spun beside every call of a few dozen rows and the
-    ingress's CPU per ``/v1/etr`` request doubled at concurrency 64 (0.38 -> 0.70 ms;
-    docs/benchmarks.md, "The edge"). Where more are set, idle ones sleep instead of spinning.
+    default on two cores, a second thread spins beside every call of a few dozen rows and
+    takes the CPU the serving process needs (``bench/peer_triton.py`` shows it). Where more
+    are set, idle ones sleep instead of spinning.
     """
 
     name = "onnxruntime"

@@ -1,6 +1,6 @@
 """Compiled scans of a [R, O] bound matrix for ``certified_assign``: the least bounds per order,
 and the pairs whose bound falls below the duals' threshold. Both read the matrix in its row
-order (a row per rider) and run on the CPU threads; an [R, O] = 5000 x 2000 scan is a few ms."""
+order (a row per rider) and run on the CPU threads (serially below ``PARALLEL_MIN_WORK``)."""
 
 from __future__ import annotations
 

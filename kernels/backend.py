@@ -57,11 +57,9 @@ def backend_for_pairs(
     "auto", else ``device``.
 
     Why: end to end, a small round on a GPU is host work and dozens of small launches (the
-    passes, the assignment on the host, the route edits). On NVIDIA H200 machines with 16
-    host cores a CuPy round with route improvement ran at 0.35-0.87x NumPy's speed up to
-    800 x 250, 0.78-1.10x at 1000 x 300, and 1.1-1.5x from 1500 x 500 (``bench/kernels.py``;
-    docs/benchmarks.md "Where a GPU pays for a whole round"). A forced "cupy" keeps every
-    round on the GPU."""
+    passes, the host's share of the assignment, the route edits), which the host's own cores
+    do sooner; only large rounds repay the device (``bench/kernels.py`` measures the
+    crossover; the results page has it). A forced "cupy" keeps every round on the GPU."""
     if auto and device == "cupy" and pairs < gpu_min_pairs:
         return "numpy"
     return device

@@ -10,27 +10,27 @@ this module, then the real binary with the same arguments). Three changes:
   backend of its own whose servers (the Ingress replicas) take at most the lane's capacity at
   once (``maxconn`` = the lane's ``max_in_flight`` + ``max_queued``): the requests past it
   wait in HAProxy's queue for ``queue_ms`` (``QUEUE_MS``) and are then answered 503 +
-  Retry-After by HAProxy itself. Shed this way a request costs the ingress nothing: before,
-  a 100 x 20 round shed at 10x the peak still cost the ingress its 150 KB body and ~1 ms of
-  Python, and goodput fell to 0.58 of the peak, against 0.80 shed here (docs/benchmarks.md,
-  "The edge"). Admission in the ingress stays the same (classes, deadlines, Retry-After from
+  Retry-After by HAProxy itself. Shed this way a request costs the ingress nothing, where a
+  request shed in the ingress has already cost it its body and its Python, and under
+  overload that cost is what takes goodput (``bench/overload.py``). Admission in the ingress
+  stays the same (classes, deadlines, Retry-After from
   the queue's drain time); HAProxy only keeps the excess from reaching it.
 
   Each lane backend's server for an Ingress replica that registered a listener of its own
   (``serve_app.lean_listener``: the same app without Serve's per-request wrapper) points at
   that listener, its health tracking Serve's server for the same replica; a replica not
   registered is reached through Serve's listener as before.
-* **A shed that costs little.** Refusing ~800 dispatch bodies of 150 KB a second at 10x the
-  peak took as much CPU on a two-core box as the rounds it then could not serve
-  (docs/benchmarks.md, "Overload shed before Python"). So a lane reads a request's body whole
+* **A shed that costs little.** Under heavy overload on a small box, refusing dispatch
+  bodies can take as much CPU as the rounds it makes room for (``bench/overload.py``). So a
+  lane reads a request's body whole
   (``http-request wait-for-body``, buffers of ``BUFFER_BYTES``) before it queues it: a shed
   request has then been read, and its 503 keeps the connection open, where HAProxy must close
   one whose unread body is still arriving (the client then pays a new connection per shed).
   A client that sends ``Expect: 100-continue`` (as curl and Go's client can for big bodies)
   is refused *before* its body while requests already wait in the lane's queue: the 503
   comes in answer to the headers, and the body never crosses; otherwise HAProxy answers 100
-  Continue and reads the body as above. Receiving refused bodies is what bounds goodput at
-  10x the peak on a small box (docs/benchmarks.md).
+  Continue and reads the body as above. Receiving refused bodies is what bounds goodput
+  under heavy overload on a small box.
   The proxy's own 503s carry ``X-Shed: proxy`` and are not logged line by line: Serve's
   collector parses every log line in Python; HAProxy's exporter still counts them (the lane
   backends' 5xx). HAProxy runs one thread per two cores (``proxy_threads``; Serve asks for
@@ -62,9 +62,9 @@ LANES_ENV = environment.HAPROXY_LANES.name
 REAL_BINARY_ENV = environment.HAPROXY_REAL_BINARY.name
 #: How long a request past a lane's capacity waits in HAProxy's queue for a slot, then 503.
 #: The queue only has to bridge the moment between a slot freeing and the next request
-#: taking it (the lane's own ``max_queued`` keeps the replicas fed); at 10x the peak each
-#: ms of it holds another ~1 refused 150 KB body in the proxy. 5 ms against 15: shed p99
-#: ~10 ms against ~20, goodput the same within the runs' spread (docs/benchmarks.md).
+#: taking it (the lane's own ``max_queued`` keeps the replicas fed); under overload each ms
+#: of it holds more refused bodies in the proxy and delays every shed answer by as much,
+#: with no goodput to show for it (``bench/overload.py --proxy-queue-ms``).
 QUEUE_MS = 5
 #: ``ORML_HAPROXY_QUEUE_MS=N`` sets the lanes' queue time instead (``bench/overload.py
 #: --proxy-queue-ms``).
@@ -72,12 +72,12 @@ QUEUE_MS_ENV = environment.HAPROXY_QUEUE_MS.name
 SHED_BODY = '{"detail": "shed: the lane is full (at the proxy)"}'
 SHED_BEFORE_BODY = '{"detail": "shed: the lane is full (at the proxy, before the body)"}'
 #: HAProxy's buffer size: a lane request's body up to this size is read whole before it is
-#: queued (a 100 x 20 dispatch round is ~150 KB; larger ones stream as before). Memory: about
-#: two buffers per connection with a request in flight.
+#: queued (typical dispatch rounds fit; larger ones stream). Memory: about two buffers per
+#: connection with a request in flight.
 BUFFER_BYTES = 256 * 1024
 #: Niceness steps HAProxy runs above the process that starts it (Ray's workers, nice 15): a
 #: single proxy thread that waits behind a replica's compute holds every shed answer with it
-#: (shed p99 past 50 ms in 5 of 18 overload steps at the replicas' niceness, none of 6 above).
+#: (``bench/overload.py`` compares the two).
 PRIORITY_ABOVE_REPLICAS = 5
 #: ``ORML_HAPROXY_SERVE_DEFAULTS=1`` keeps Serve's buffers, a log line per shed and Ray's
 #: niceness (with ``RAY_SERVE_HAPROXY_NBTHREAD=4``, Serve's threads: ``bench/overload.py

@@ -36,7 +36,7 @@ log = logging.getLogger("orml.serve")
 
 THROUGHPUT_ENV = {"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_ENABLE_HA_PROXY": "1"}
 """Ray Serve's high-throughput mode (Ray >= 2.55): an HAProxy ingress and direct gRPC between
-replicas; 2-4x less latency per hop here (docs/benchmarks.md)."""
+replicas, for less latency per hop (bench/serve_load.py)."""
 
 LOCAL_DRAIN_ENV = {"RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "2"}
 """In throughput mode Serve holds a stopping ingress replica open for 30 s so that an external
@@ -64,8 +64,8 @@ CLUSTER_PORT_RANGE = (20000, 30000)
 PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 """Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
 thread that allocates its own malloc arena, up to 8 per core; with Ray's and Serve's threads
-the ingress's RSS grew ~1 MB/min at 20 requests/s while its Python heap stayed flat, and two
-arenas hold every process flat (``bench/soak.py``, docs/benchmarks.md). Read at process start:
+the ingress's RSS kept growing under steady load while its Python heap stayed flat, and two
+arenas hold every process flat (``bench/soak.py``). Read at process start:
 on a cluster set it in the nodes' environment (``ray start``, the container image)."""
 
 PROXY_RESTART_TIMEOUT_S = 120.0

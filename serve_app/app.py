@@ -152,9 +152,9 @@ GC_YOUNG_THRESHOLD = 10_000
 def tune_gc() -> None:
     """The ingress builds tens of thousands of short-lived, acyclic objects per big request
     (request models, domain types), and Python's cyclic collector, at its default thresholds
-    and with the ~245 k objects Ray, FastAPI and the schemas leave tracked, kept collecting
-    them: decoding a 5000 x 2000 round took 1.2 s, 0.5 s here; a 100 x 20 round 16 ms, 7 ms
-    (docs/benchmarks.md, "The edge"). So: collect the young generation every
+    and with the hundreds of thousands of objects Ray, FastAPI and the schemas leave tracked,
+    kept collecting them, which more than doubled a big round's decode. So: collect the young
+    generation every
     ``GC_YOUNG_THRESHOLD`` allocations, and freeze what exists after start-up (modules,
     schemas, the app: never garbage) out of the collector's scans."""
     _, older, oldest = gc.get_threshold()

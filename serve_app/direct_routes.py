@@ -1,11 +1,10 @@
 """ASGI middleware: the hot routes called straight, without FastAPI's router.
 
-A one-order ``POST /v1/etr`` spent ~15% of the ingress's CPU in FastAPI's routing, dependency
-solving and exception middleware (py-spy, docs/benchmarks.md "The edge"), more than in the
-model. For the routes named here the middleware calls the endpoint itself, the same function
-FastAPI routes to (same pipeline, same answer), and sends what it raises through the same
-error handler; every other request, and the OpenAPI documentation, go through FastAPI as
-before.
+A one-order ``POST /v1/etr`` spent more of the ingress's CPU in FastAPI's routing, dependency
+solving and exception middleware than in the model (``bench/flame.py``). For the routes named
+here the middleware calls the endpoint itself, the same function FastAPI routes to (same
+pipeline, same answer), and sends what it raises through the same error handler; every other
+request, and the OpenAPI documentation, go through FastAPI as before.
 
 The endpoints are methods of the ingress replica, which registers itself in the app's state
 (``app.state.ingress``) when it starts; until then requests take the ordinary path.

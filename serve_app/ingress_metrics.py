@@ -25,9 +25,9 @@ def request_counter() -> metrics.Counter:
 
 class BulkCounter:
     """A Ray counter incremented in bulk: increments are summed here and handed to Ray at
-    most once per ``flush_s``. Ray records each increment at several microseconds; one per
-    request was ~4% of the ingress's CPU at a few thousand requests a second (py-spy, docs/
-    benchmarks.md "The edge"). Counts reach Prometheus up to ``flush_s`` later."""
+    most once per ``flush_s``. Ray records each increment at several microseconds, a visible
+    share of the ingress's CPU at thousands of requests a second (``bench/flame.py``). Counts
+    reach Prometheus up to ``flush_s`` later."""
 
     def __init__(self, counter: metrics.Counter, tag_keys: tuple[str, ...], flush_s: float = 1.0):
         self.counter, self.tag_keys, self.flush_s = counter, tag_keys, flush_s

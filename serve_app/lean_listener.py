@@ -3,9 +3,9 @@ per-request wrapper.
 
 A request through Serve's direct ingress pays the replica's wrapper before our app sees it
 (request metadata, a receive proxy task, tracing, Serve's metrics and access log, queue
-accounting): measured here, Serve's no-op route tops out at ~3300 requests/s on the 2-core
-box, while the same FastAPI app with our middlewares and the whole ``/v1/etr`` pipeline,
-served by a bare uvicorn, answers ~5100-5500 (docs/benchmarks.md, "The edge"). So each
+accounting): Serve's no-op route tops out below what the same FastAPI app with our
+middlewares and the whole ``/v1/etr`` pipeline answers served by a bare uvicorn
+(``bench/peer_triton.py``, ``bench/flame.py``). So each
 Ingress replica also serves ``api`` (FastAPI, our middlewares, the direct routes: one app,
 one pipeline) on a listener of its own, on the replica's event loop, and HAProxy sends the
 admission lanes' paths there (``ops.haproxy_config``); every other path, and every request

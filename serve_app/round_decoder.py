@@ -1,8 +1,8 @@
 """A valid JSON dispatch round decoded straight into domain types, in C, for the hot path.
 
 Validating a round with the pydantic models (``serve_app.schemas``) and then building its
-domain objects took 6 ms of a 100 x 20 round's 13 ms of serving overhead and 450 ms of a
-5000 x 2000 round's (docs/benchmarks.md "The edge"). Here msgspec reads the body twice:
+domain objects was about half of a round's serving overhead (``bench/serve_load.py``). Here
+msgspec reads the body twice:
 
 1. against *wire* Structs that restate every rule of the pydantic models (types without
    coercion, bounds, string lengths, the configured list limits, no unknown fields), built

@@ -365,7 +365,7 @@ def _improve_distance(
     if cur <= 0:  # every stop at the depot: no distance to save (and no temperature scale)
         return [r for r in routes if r]
     # Temperatures in distance units, from three average legs down to a hundredth of one
-    # (tuned on the Li & Lim 100-task set at 10 s: see docs/benchmarks.md).
+    # (tuned on the Li & Lim 100-task set at 10 s: bench/pdptw.py).
     leg = cur / max(1, inst.n_tasks + fleet)
     t_hot, t_cold = 3.0 * leg, 0.01 * leg
     start = clock.progress()
@@ -403,7 +403,7 @@ def solve(
 
     The limit holds from the first insertion on: a construction still running at the limit
     stops there, and the requests it did not place are ``unassigned``. It is overrun by at
-    most one insertion or one ruin-and-recreate step (docs/benchmarks.md measures it).
+    most one insertion or one ruin-and-recreate step (``bench/hostile.py`` measures it).
     yield_to : called between improvement steps (an offline solve sharing a device lets online
     work go first there); returns the seconds it waited, not counted against the limit.
     checkpoint : called between steps and insertions; what it raises ends the solve (a

@@ -2,11 +2,11 @@
 
 grpc's generated ``add_OrmlServicer_to_server`` parses every request in the transport, before
 the ingress sees it, so each request in flight holds its parsed message whatever admission
-decides: 16 MiB of empty sub-messages parse into ~1 GiB (docs/benchmarks.md, "Hostile
-callers"). Registered with ``add_orml_servicer`` (``grpc_servicer_functions`` in deploy.yaml),
-a request reaches the ingress as ``RawRequest`` and is parsed there only once admitted, under
-its method's byte limit (``serve_app.grpc_api.servicer``). Replies are serialized as usual.
-"""
+decides, and a message of empty sub-messages parses into dozens of times its bytes
+(``bench/hostile.py``). Registered with ``add_orml_servicer`` (``grpc_servicer_functions`` in
+deploy.yaml), a request reaches the ingress as ``RawRequest`` and is parsed there only once
+admitted, under its method's byte limit (``serve_app.grpc_api.servicer``). Replies are
+serialized as usual."""
 
 from __future__ import annotations
 

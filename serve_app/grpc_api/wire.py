@@ -1,8 +1,8 @@
 """Counting a request's repeated fields on the wire, before it is parsed.
 
-Protobuf's parser builds every sub-message it reads: 16 MiB of empty sub-messages (two bytes
-each) parse into 0.6-1 GiB (docs/benchmarks.md, "Hostile callers"), whatever the limits say
-about how many may be there. So the lists the limits bound are counted in the serialized
+Protobuf's parser builds every sub-message it reads: empty sub-messages (two bytes each) parse
+into dozens of times their bytes (``bench/hostile.py``), whatever the limits say about how
+many may be there. So the lists the limits bound are counted in the serialized
 bytes first, stopping at the first element past a limit:
 
 * the top level field by field (a round's riders and orders, an ETR call's orders, a solve's

@@ -290,8 +290,7 @@ class Pipeline:
         way), nothing is stored and the lookup starts over under that version's keys.
 
         A model computed in this process is not cached by row: keying and looking up a row
-        costs ~20 us, computing it ~1 us in a batch (2000 rows of a round took 300 ms through
-        the cache)."""
+        costs more than computing it in a batch."""
         if self.cache is None or len(features) == 0 or self.etr.computes_here:
             return await self.etr.predict(features, ctx)
         quant = self.cache.quant

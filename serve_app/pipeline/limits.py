@@ -36,8 +36,8 @@ class Limits(BaseModel):
         """The body limit of one endpoint: ``max_body_bytes`` for a dispatch round; for the
         others what their list limits can fill, generously (``BYTES_PER_ORDER``,
         ``BYTES_PER_TASK``), within it; ``SMALL_BODY_BYTES`` for any other path. Parsing a
-        body costs a multiple of its bytes (docs/benchmarks.md, "Hostile callers"), so an ETR
-        call's 2000 orders do not get a dispatch round's 16 MiB."""
+        body costs a multiple of its bytes (``bench/hostile.py``), so an ETR call's orders do
+        not get a dispatch round's body limit."""
         if endpoint == "dispatch":
             return self.max_body_bytes
         need = {
