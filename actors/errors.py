@@ -58,3 +58,15 @@ class Abandoned(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.why,))
+
+
+class WorkerLost(RuntimeError):
+    """A worker process of the replica (an offline solve's child) died and its work could not
+    be finished on a fresh one: retryable, the replica itself is sound."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+    def __reduce__(self):
+        return (type(self), (self.why,))

@@ -21,6 +21,11 @@ caller's deadline or cancellation (a shared event), and ends when its replica do
 closes). A solve's time limit is wall-clock: a solve starved by online work ends at its limit
 with what it found, like one on a busy device.
 
+A child that dies (killed, out of memory) is never handed work again: its solve goes once to
+a fresh child started in its place (the solve is a pure function of its instance), and a
+second death answers ``WorkerLost`` (retryable: 503). ``check`` fails while a child cannot be
+started, which the replica's health check reports.
+
 Work crosses the pipe as pickles between the replica and its own child, never from a network
 or a cache.
 """
@@ -38,13 +43,17 @@ from typing import Any
 
 from actors.abandon import Abandon
 from actors.cpu_priority import Policy, lower_priority
-from actors.errors import Abandoned
+from actors.errors import Abandoned, WorkerLost
 
 POLICIES: tuple[Policy, ...] = ("idle", "nice", "thread")
 #: How often the replica looks at its caller while the child computes (cancellation latency).
 POLL_S = 0.02
 #: How often a stepping-aside child looks whether the online calls are done.
 STEP_ASIDE_POLL_S = 0.001
+
+
+class _ChildEnded(RuntimeError):
+    """The child process is gone (before or during a solve)."""
 
 
 class _Child:
@@ -66,7 +75,7 @@ class _Child:
         self, instance: Any, time_limit_s: float, seed: int, abandon: Abandon
     ) -> tuple[str, Any, int, float]:
         if not self.proc.is_alive():
-            raise RuntimeError(f"the offline solve process ended ({self.proc.exitcode})")
+            raise _ChildEnded(f"the offline solve process ended ({self.proc.exitcode})")
         self.cancel.clear()
         remaining = abandon.remaining_s()
         self.conn.send((instance, time_limit_s, seed, None if remaining == math.inf else remaining))
@@ -74,13 +83,13 @@ class _Child:
             if abandon.cancelled:
                 self.cancel.set()
             if not self.proc.is_alive():
-                raise RuntimeError(
+                raise _ChildEnded(
                     f"the offline solve process ended ({self.proc.exitcode}) mid-solve"
                 )
         try:
             return self.conn.recv()
         except (EOFError, OSError) as e:
-            raise RuntimeError(f"the offline solve process ended mid-solve: {e!r}") from e
+            raise _ChildEnded(f"the offline solve process ended mid-solve: {e!r}") from e
 
     def close(self) -> None:
         if self.proc.is_alive():
@@ -109,13 +118,15 @@ class OfflineSolves:
         self.priority = priority
         self.yields = 0
         self.yielded_s = 0.0
+        self.restarts = 0  # children replaced after they died
+        self._start_error: str | None = None  # why the last replacement failed to start
         self._stats_lock = threading.Lock()
         self._children: list[_Child] = []
         self._free: queue.SimpleQueue[_Child] = queue.SimpleQueue()
         if priority != "thread":
-            ctx = mp.get_context("spawn")  # a Ray worker has threads: never fork it
-            self._online = ctx.Value("i", 0)
-            self._children = [_Child(ctx, self._online, priority) for _ in range(processes)]
+            self._ctx = mp.get_context("spawn")  # a Ray worker has threads: never fork it
+            self._online = self._ctx.Value("i", 0)
+            self._children = [_Child(self._ctx, self._online, priority) for _ in range(processes)]
             for child in self._children:
                 self._free.put(child)
 
@@ -159,7 +170,18 @@ class OfflineSolves:
             )
         child = self._free.get()
         try:
-            kind, payload, yields, yielded_s = child.solve(instance, time_limit_s, seed, abandon)
+            for attempt in (1, 2):
+                if not child.proc.is_alive():
+                    child = self._replace(child)
+                try:
+                    kind, payload, yields, yielded_s = child.solve(
+                        instance, time_limit_s, seed, abandon
+                    )
+                    break
+                except _ChildEnded as e:
+                    child = self._replace(child)
+                    if attempt == 2 or abandon.cancelled:
+                        raise WorkerLost(str(e)) from e
         finally:
             self._free.put(child)
         with self._stats_lock:
@@ -170,6 +192,27 @@ class OfflineSolves:
         if kind == "error":
             raise RuntimeError(f"offline solve failed: {payload}")
         return payload
+
+    def _replace(self, dead: _Child) -> _Child:
+        """A fresh child in a dead one's place (the dead one reaped). Raises ``WorkerLost``
+        when it cannot start (``check`` fails until one does)."""
+        dead.close()
+        try:
+            fresh = _Child(self._ctx, self._online, self.priority)
+        except Exception as e:
+            self._start_error = f"{type(e).__name__}: {e}"
+            raise WorkerLost(f"a new offline solve process could not start: {e}") from e
+        self._start_error = None
+        with self._stats_lock:
+            self._children[self._children.index(dead)] = fresh
+            self.restarts += 1
+        return fresh
+
+    def check(self) -> None:
+        """Raises ``WorkerLost`` while a dead child could not be replaced (for the replica's
+        health check); a dead child that was never asked for work is replaced here."""
+        if self._start_error is not None:
+            raise WorkerLost(f"no offline solve process: {self._start_error}")
 
     def close(self) -> None:
         for child in self._children:

@@ -259,6 +259,7 @@ class OrSolverDeployment:
     async def check_health(self) -> None:
         if self.load.stuck():
             raise DeviceUnhealthy(self.guard.device, "busy with no call finishing (stuck)")
+        self.offline.check()  # a static solve's worker that died and could not be replaced
         await self.guard.check_and_hold(self.settings.health_hold_s)
         if self._jit_pending:
             # Loaded once the replica is up, not in __init__: the loader's child process would

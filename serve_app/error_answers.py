@@ -17,7 +17,7 @@ from typing import Any
 
 import grpc
 
-from actors.errors import DeviceUnhealthy
+from actors.errors import DeviceUnhealthy, WorkerLost
 from serve_app.pipeline.errors import (
     DeadlineExceeded,
     Forbidden,
@@ -47,6 +47,7 @@ ERROR_TABLE: dict[type[BaseException], Answer] = {
     DeadlineExceeded: Answer(504, grpc.StatusCode.DEADLINE_EXCEEDED),
     Unavailable: Answer(503, grpc.StatusCode.UNAVAILABLE),
     DeviceUnhealthy: Answer(503, grpc.StatusCode.UNAVAILABLE),
+    WorkerLost: Answer(503, grpc.StatusCode.UNAVAILABLE),
     Unauthenticated: Answer(401, grpc.StatusCode.UNAUTHENTICATED),
     Forbidden: Answer(403, grpc.StatusCode.PERMISSION_DENIED),
     # The caller went away (its connection closed, a gRPC cancel): nobody reads the answer;
@@ -68,7 +69,7 @@ def retry_after_s(exc: BaseException) -> float | None:
     """Seconds a client should wait before retrying, for errors that have one."""
     if isinstance(exc, Overloaded | Unavailable):
         return exc.retry_after_s
-    if isinstance(exc, DeviceUnhealthy):
+    if isinstance(exc, DeviceUnhealthy | WorkerLost):
         return 1.0
     return None
 

@@ -127,3 +127,67 @@ def test_an_unknown_policy_or_no_process_is_refused():
         OfflineSolves("realtime")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="processes"):
         OfflineSolves("idle", processes=0)
+
+
+def test_a_killed_child_is_replaced_and_its_next_solve_answers():
+    """SIGKILL of the idle child: the next solve goes to a fresh child, never to the dead
+    one; the pool counts the restart and stays healthy."""
+    import signal
+
+    solves = OfflineSolves("nice")
+    try:
+        [dead] = solves.pids
+        os.kill(dead, signal.SIGKILL)
+        time.sleep(0.2)
+        sol = solves.solve(INSTANCE, 0.2, 0, Abandon(None), yield_to=None)
+        assert sol.routes
+        assert solves.pids != [dead] and solves.restarts == 1
+        solves.check()
+    finally:
+        solves.close()
+
+
+def test_a_child_killed_mid_solve_has_its_solve_finished_by_a_fresh_one():
+    import signal
+
+    solves = OfflineSolves("nice")
+    try:
+        solves.solve(INSTANCE, 0.05, 0, Abandon(None), yield_to=None)  # warm
+        [dead] = solves.pids
+        threading.Timer(0.3, os.kill, (dead, signal.SIGKILL)).start()
+        sol = solves.solve(INSTANCE, 1.0, 1, Abandon(None), yield_to=None)
+        assert sol.routes and solves.restarts == 1 and dead not in solves.pids
+    finally:
+        solves.close()
+
+
+def test_a_second_death_answers_a_retryable_error():
+    """Both the child and its replacement die under the same solve: WorkerLost (a 503)."""
+    import signal
+
+    from actors.errors import WorkerLost
+    from serve_app.error_answers import answer_for, retry_after_s
+
+    solves = OfflineSolves("nice")
+    try:
+        solves.solve(INSTANCE, 0.05, 0, Abandon(None), yield_to=None)  # warm
+
+        def kill_each_child():
+            seen: set[int] = set()
+            deadline = time.monotonic() + 20
+            while len(seen) < 2 and time.monotonic() < deadline:
+                for pid in solves.pids:
+                    if pid not in seen:
+                        time.sleep(0.5)  # let it take the solve
+                        seen.add(pid)
+                        os.kill(pid, signal.SIGKILL)
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_each_child)
+        killer.start()
+        with pytest.raises(WorkerLost) as err:
+            solves.solve(INSTANCE, 5.0, 1, Abandon(None), yield_to=None)
+        killer.join()
+        assert answer_for(err.value).http_status == 503 and retry_after_s(err.value) == 1.0
+    finally:
+        solves.close()
