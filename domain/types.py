@@ -206,6 +206,9 @@ class DispatchWeights:
     etr_floor : price each drop-off no earlier than the ETR model's prediction (where a round
         runs with the model: the served pipeline, or ``etr_minutes`` given); False plans on
         travel times alone and the served pipeline skips the ETR call.
+    max_route_stops : a route may hold at most this many stops after the round: a rider whose
+        route would pass it gets no further order (None: no limit). The served pipeline sets
+        it to its ``max_route_stops`` limit, so a plan is always a valid next request.
     """
 
     late_weight: float = 4.0
@@ -213,6 +216,7 @@ class DispatchWeights:
     max_orders_per_rider: int = 1
     candidate_riders: int | None = None
     etr_floor: bool = True
+    max_route_stops: int | None = None
 
     def __post_init__(self) -> None:
         _non_negative("late_weight", self.late_weight)
@@ -224,6 +228,8 @@ class DispatchWeights:
             )
         if self.candidate_riders is not None and self.candidate_riders < 1:
             raise ValueError(f"candidate_riders must be >= 1, got {self.candidate_riders!r}")
+        if self.max_route_stops is not None and self.max_route_stops < 2:
+            raise ValueError(f"max_route_stops must be >= 2, got {self.max_route_stops!r}")
 
 
 @dataclass(frozen=True, slots=True)

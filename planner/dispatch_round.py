@@ -214,6 +214,17 @@ def etr_adjusted_cost(ins: Insertions, due: Any, etr_floor: Any, late_weight: fl
     return extra
 
 
+def _full_routes_closed(routes: RouteArrays, max_stops: int) -> RouteArrays:
+    """The routes with no insertion position left where an order's two stops would take the
+    route past ``max_stops`` (``insert_limit`` -1: every pair with it prices infeasible)."""
+    xp = routes.xp
+    full = routes.n_stops + 2 > max_stops
+    if not bool(full.any()):
+        return routes
+    limit = xp.where(full, xp.int32(-1), routes.insert_limit).astype(xp.int32)
+    return replace(routes, insert_limit=limit)
+
+
 @dataclass(frozen=True)
 class _Picks:
     """One pass's answer over its open riders and orders (host NumPy).
@@ -397,6 +408,8 @@ def solve_round(
             sub_routes = routes.take(xp.asarray(open_riders))
             sub_orders = orders.take(xp.asarray(open_orders))
             sub_floor = None if floor_all is None else floor_all[xp.asarray(open_orders)]
+        if weights.max_route_stops is not None:
+            sub_routes = _full_routes_closed(sub_routes, weights.max_route_stops)
         picks = None
         if _certifies(sub_orders, sub_routes, weights, dense):
             picks = _pass_certified(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)

@@ -193,6 +193,9 @@ class Pipeline:
                     await asyncio.sleep(0)
             try:
                 round_ = call.to_domain()
+                # A plan must be a valid next request: no route past the stop limit.
+                weights = replace(round_.weights, max_route_stops=self.limits.max_route_stops)
+                round_ = replace(round_, weights=weights)
                 t1 = time.perf_counter()
                 packed, arrays = round_arrays(round_)
                 t2 = time.perf_counter()

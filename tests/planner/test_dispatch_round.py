@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -253,3 +255,46 @@ def test_the_certified_pass_plans_what_the_dense_pass_plans(
         assert total == pytest.approx(sum(a.cost for a in dense.assignments), rel=1e-6)
         assert set(certified.unassigned) == set(dense.unassigned)
     check_plan(round_, certified)
+
+
+def test_no_route_passes_max_route_stops():
+    """A rider whose route would pass the limit gets no order; at the limit exactly, it does."""
+    base = generate_round(1, 1, seed=5, route_stops=(6, 6))
+    stops = len(base.riders[0].route.stops)
+    for limit, assigned in ((stops + 1, 0), (stops + 2, 1)):
+        weights = replace(base.weights, max_route_stops=limit, max_lateness_s=1e9)
+        plan = dispatch_round(replace(base, weights=weights))
+        assert len(plan.assignments) == assigned
+        assert all(len(r.stops) <= limit for r in plan.routes.values())
+    with pytest.raises(ValueError, match="max_route_stops"):
+        DispatchWeights(max_route_stops=1)
+
+
+def test_passes_keep_the_limit_when_riders_take_several_orders():
+    weights = DispatchWeights(max_orders_per_rider=3, max_route_stops=10, max_lateness_s=1e9)
+    round_ = generate_round(20, 40, seed=6, route_stops=(0, 8), weights=weights)
+    plan = dispatch_round(round_)
+    assert all(len(r.stops) <= 10 for r in plan.routes.values())
+    check_plan(round_, plan)
+
+
+@pytest.mark.parametrize("centre_lng", [0.0, 179.9995, -179.9995])
+def test_the_antimeridian_is_just_another_meridian(centre_lng):
+    """A rider ~110 m from the pickup across the 180th meridian is as assignable as at 0."""
+    from domain import LatLng, Order, Rider
+
+    def lng(offset_deg: float) -> float:
+        return (centre_lng + offset_deg + 180.0) % 360.0 - 180.0
+
+    order = Order(
+        id="o",
+        pickup=LatLng(-17.0, lng(0.0005)),
+        dropoff=LatLng(-17.001, lng(0.0008)),
+        created_at=0.0,
+        ready_at=60.0,
+        promised_at=1800.0,
+    )
+    rider = Rider(id="r", position=LatLng(-17.0, lng(-0.0005)), speed_mps=5.0, capacity=4)
+    plan = dispatch_round(DispatchRound(now=0.0, riders=(rider,), orders=(order,)))
+    assert [a.order_id for a in plan.assignments] == ["o"]
+    assert plan.cost.travel_s < 120.0  # ~110 m there and ~130 m on: not around the Earth
