@@ -107,11 +107,13 @@ class MultiLevelCache:
             return None
 
     def _open_l2(
-        self, namespace: str, key: str, raw: bytes | None, validate: Validator
+        self, namespace: str, key: str, raw: bytes | None, validate: Validator, ttl_s: float
     ) -> tuple[dict[str, Any], bytes] | None:
         """An envelope read from Redis, and its unsealed bytes (for L1), if it may be served:
         sealed for this key (when sealing), decodable, well-formed, and accepted by
-        ``validate``. Anything else is counted in ``stats.rejected[namespace]``."""
+        ``validate``. Anything else is counted in ``stats.rejected[namespace]``. Its expiry is
+        capped at ``ttl_s`` from now, whatever the envelope says: a value is never kept past
+        the configured time to live, however it was written."""
         if raw is None:
             return None
         blob = raw if self.seal is None else self.seal.open(key, raw)
@@ -131,6 +133,7 @@ class MultiLevelCache:
         if not ok:
             self.stats.rejected[namespace] += 1
             return None
+        env["x"] = min(env["x"], time.time() + ttl_s)
         return env, blob
 
     def _fresh(self, env: dict[str, Any]) -> bool:
@@ -190,14 +193,15 @@ class MultiLevelCache:
         validate: Validator,
     ) -> Any:
         if self.l2 is not None:
-            got = self._open_l2(namespace, key, (await self.l2.get_many([key]))[0], validate)
+            raw = (await self.l2.get_many([key]))[0]
+            got = self._open_l2(namespace, key, raw, validate, ttl_s)
             if got is not None and self._fresh(got[0]):
                 env, blob = got
                 self.l1.set(key, blob, max(0.0, env["x"] - time.time()))
                 self.stats.hit("l2", namespace)
                 return env["v"]
             if self.lease_ms and await self.l2.acquire_lease(key, self.lease_ms) is None:
-                got = await self._wait_for_peer(namespace, key, validate)
+                got = await self._wait_for_peer(namespace, key, validate, ttl_s)
                 if got is not None:
                     env, blob = got
                     self.l1.set(key, blob, max(0.0, env["x"] - time.time()))
@@ -211,13 +215,14 @@ class MultiLevelCache:
         return value
 
     async def _wait_for_peer(
-        self, namespace: str, key: str, validate: Validator
+        self, namespace: str, key: str, validate: Validator, ttl_s: float
     ) -> tuple[dict[str, Any], bytes] | None:
         assert self.l2 is not None
         deadline = time.monotonic() + self.lease_ms / 1000
         while time.monotonic() < deadline:
             await asyncio.sleep(0.005)
-            got = self._open_l2(namespace, key, (await self.l2.get_many([key]))[0], validate)
+            raw = (await self.l2.get_many([key]))[0]
+            got = self._open_l2(namespace, key, raw, validate, ttl_s)
             if got is not None and self._fresh(got[0]):
                 return got
         return None
@@ -260,7 +265,7 @@ class MultiLevelCache:
             raws = await self.l2.get_many([keys[i] for i in todo])
             still = []
             for i, raw in zip(todo, raws, strict=True):
-                got = self._open_l2(namespace, keys[i], raw, validate)
+                got = self._open_l2(namespace, keys[i], raw, validate, ttl_s)
                 if got is not None and self._fresh(got[0]):
                     env, blob = got
                     out[i] = env["v"]

@@ -276,3 +276,23 @@ def test_a_burst_past_the_pool_is_back_pressure_not_a_redis_failure(redis_url):
     print(f"pool_busy {busy} of 3000")
     assert 0 < busy < 3000
     assert errors == 0 and state is BreakerState.CLOSED
+
+
+def test_a_value_read_from_redis_never_outlives_the_configured_ttl(redis_url):
+    """An envelope claiming to live until 2096 is kept (in L1 and as fresh) for ttl_s at
+    most: a forged expiry cannot pin a value."""
+    key = cache_key("etr", "v1", {"row": "long-lived"})
+    redis.Redis.from_url(redis_url).set(key, envelope(31.5))
+
+    async def run():
+        c = make(redis_url)
+        compute, calls = counting([12.0])
+        got = await c.get_many_or_compute(
+            "etr", [key], lambda idx: compute(), 60, validate=is_minutes
+        )
+        return c, got, calls["n"]
+
+    c, got, computed = asyncio.run(run())
+    assert (got, computed) == ([31.5], 0)
+    _, expires = c.l1._main.get(key) or c.l1._window[key]
+    assert expires <= c.l1.clock() + 60.0 + 1e-6
