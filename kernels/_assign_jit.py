@@ -14,6 +14,20 @@ import numpy as np
 from numba import njit
 
 
+@njit(cache=True, nogil=True, inline="always")
+def augment_back(pred, row4col, col4row, j, start):  # pragma: no cover - compiled
+    """Flip the matching along the shortest path found, from its free column ``j`` back to
+    the row ``start`` it grew from (``pred``: the row each column was reached from)."""
+    while True:
+        i = pred[j]
+        row4col[j] = i
+        nxt = col4row[i]
+        col4row[i] = j
+        j = nxt
+        if i == start:
+            break
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def shortest_augmenting_path_jit(cost):  # pragma: no cover - compiled
     """cost float64[N, M], N <= M, finite, C-contiguous -> int64[N], the column of each row."""
@@ -72,14 +86,7 @@ def shortest_augmenting_path_jit(cost):  # pragma: no cover - compiled
         for k in range(n_seen_cols):
             c = cols[k]
             v[c] -= min_val - final[c]
-        while True:
-            i = path[j]
-            row4col[j] = i
-            nxt = col4row[i]
-            col4row[i] = j
-            j = nxt
-            if i == start:
-                break
+        augment_back(path, row4col, col4row, j, start)
     return col4row
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from numba import njit, prange
 
 from kernels._jit_builds import serial_and_parallel
+from kernels._sparse_assign_jit import group_order
 
 _BLOCK = 256  # orders per task of the per-order scan: a row's block stays in one cache line run
 
@@ -104,16 +105,7 @@ def least_per_group(group, key, k, n_groups):  # pragma: no cover - compiled
     """Indices (int64, by group) of each group's k entries of least key; ties at the k-th
     key may add a few more."""
     n = group.shape[0]
-    ptr = np.zeros(n_groups + 1, np.int64)
-    for q in range(n):
-        ptr[group[q] + 1] += 1
-    for g in range(n_groups):
-        ptr[g + 1] += ptr[g]
-    fill = ptr[:-1].copy()
-    by = np.empty(n, np.int64)
-    for q in range(n):
-        by[fill[group[q]]] = q
-        fill[group[q]] += 1
+    ptr, by = group_order(group, n_groups)
     keep = np.zeros(n, np.bool_)
     for g in range(n_groups):
         lo, hi = ptr[g], ptr[g + 1]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from kernels._assign_jit import augment_back
+
 
 @njit(cache=True, nogil=True, inline="always")
 def _before(ka, ja, kb, jb):  # pragma: no cover - compiled
@@ -133,15 +135,22 @@ def _row_reduction(
         if j >= 0:
             u[i] = _cost_of(row_ptr, col, cost, n_cols, unassigned_cost, i, j) - v[j]
             continue
-        best = unassigned_cost - v[n_cols + i]
-        for e in range(row_ptr[i], row_ptr[i + 1]):
-            x = cost[e] - v[col[e]]
-            if x < best:
-                best = x
-        u[i] = best
+        u[i] = _least_reduced(row_ptr, col, cost, n_cols, unassigned_cost, v, i)
         free[n_free] = i
         n_free += 1
     return free
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _least_reduced(row_ptr, col, cost, n_cols, unassigned_cost, v, i):  # pragma: no cover
+    """Row i's least ``cost - v`` over its pairs and its own column: the largest u that keeps
+    the row's reduced costs >= 0 (a free row's feasible dual)."""
+    best = unassigned_cost - v[n_cols + i]
+    for e in range(row_ptr[i], row_ptr[i + 1]):
+        x = cost[e] - v[col[e]]
+        if x < best:
+            best = x
+    return best
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -229,14 +238,7 @@ def _augment(
             c = touched[k]
             if scanned[c]:
                 v[c] -= base - dist[c]
-        while True:  # augment along the path back from the free column j
-            i = pred[j]
-            row4col[j] = i
-            nxt = col4row[i]
-            col4row[i] = j
-            j = nxt
-            if i == start:
-                break
+        augment_back(pred, row4col, col4row, j, start)
         for k in range(n_touched):
             c = touched[k]
             dist[c] = np.inf
@@ -314,12 +316,7 @@ def sparse_shortest_paths(row_ptr, col, cost, n_cols, unassigned_cost, v0):  # p
                     again[i] = True
         todo = np.nonzero(again)[0]
         for i in todo:
-            best = unassigned_cost - v[n_cols + i]
-            for e in range(row_ptr[i], row_ptr[i + 1]):
-                x = cost[e] - v[col[e]]
-                if x < best:
-                    best = x
-            u[i] = best
+            u[i] = _least_reduced(row_ptr, col, cost, n_cols, unassigned_cost, v, i)
         _augment(todo, row_ptr, col, cost, n_cols, unassigned_cost, u, v, col4row, row4col, work)
     return col4row, u, v, False
 
@@ -346,23 +343,30 @@ def _by_column(row_ptr, col, cost, n_cols):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def group_order(group, n_groups):  # pragma: no cover - compiled
+    """A stable counting sort by group: (ptr int64[G+1], by int64[N]) with group g's entries
+    ``by[ptr[g]:ptr[g+1]]`` in their order."""
+    n = group.shape[0]
+    ptr = np.zeros(n_groups + 1, np.int64)
+    for k in range(n):
+        ptr[group[k] + 1] += 1
+    for g in range(n_groups):
+        ptr[g + 1] += ptr[g]
+    fill = ptr[:-1].copy()
+    by = np.empty(n, np.int64)
+    for k in range(n):
+        by[fill[group[k]]] = k
+        fill[group[k]] += 1
+    return ptr, by
+
+
+@njit(cache=True, nogil=True)
 def rows_by_cost(row, col, cost, n_rows):  # pragma: no cover - compiled
     """The pairs (row[k], col[k], cost[k]) as CSR: (row_ptr int64[N+1], col, cost), each row's
     pairs in ascending cost (a counting sort by row, then a sort within each row)."""
-    n = row.shape[0]
-    row_ptr = np.zeros(n_rows + 1, np.int64)
-    for k in range(n):
-        row_ptr[row[k] + 1] += 1
-    for i in range(n_rows):
-        row_ptr[i + 1] += row_ptr[i]
-    fill = row_ptr[:-1].copy()
-    out_col = np.empty(n, np.int64)
-    out_cost = np.empty(n)
-    for k in range(n):
-        q = fill[row[k]]
-        out_col[q] = col[k]
-        out_cost[q] = cost[k]
-        fill[row[k]] = q + 1
+    row_ptr, by = group_order(row, n_rows)
+    out_col = col[by]
+    out_cost = cost[by]
     for i in range(n_rows):
         lo, hi = row_ptr[i], row_ptr[i + 1]
         if hi - lo > 1:

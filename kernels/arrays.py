@@ -52,6 +52,17 @@ class _ArrayBatch:
         return array_module(*(getattr(self, f.name) for f in fields(self)))  # type: ignore[arg-type]
 
 
+def checked_pair(routes: RouteArrays, orders: OrderArrays) -> ModuleType:
+    """Check both batches (``check``) and that they live on one device; returns its ``xp``.
+    Raises ValueError naming what is wrong."""
+    routes.check()
+    orders.check()
+    xp = routes.xp
+    if orders.xp is not xp:
+        raise ValueError("routes and orders live on different devices")
+    return xp
+
+
 @dataclass(frozen=True)
 class RouteArrays(_ArrayBatch):
     """R routes, padded to L stop slots.

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from kernels import compiled
-from kernels.arrays import OrderArrays, RouteArrays
+from kernels.arrays import OrderArrays, RouteArrays, checked_pair
 from kernels.insertion_types import RouteContext
 
 
@@ -59,11 +59,7 @@ def insertion_lower_bounds(
     parallel : the compiled build on the CPU's threads; None: from ``PARALLEL_MIN_WORK`` bounds.
     Raises ValueError on malformed arrays, mixed devices or an unknown method.
     """
-    routes.check()
-    orders.check()
-    xp = routes.xp
-    if orders.xp is not xp:
-        raise ValueError("routes and orders live on different devices")
+    xp = checked_pair(routes, orders)
     if method == "auto":
         method = "jit" if xp is np and not compiled.warming() else "loop"
     if method not in ("jit", "loop"):

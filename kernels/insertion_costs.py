@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from kernels import compiled
-from kernels.arrays import OrderArrays, RouteArrays
+from kernels.arrays import OrderArrays, RouteArrays, checked_pair
 from kernels.insertion_types import Insertions, RouteContext
 from kernels.schedule import schedule, travel_time
 
@@ -139,11 +139,7 @@ def insertion_costs(
     Returns ``Insertions`` of shape [R, O] or [P], on the inputs' device.
     Raises ValueError on malformed arrays, mixed devices or mismatched pair counts.
     """
-    routes.check()
-    orders.check()
-    xp = routes.xp
-    if orders.xp is not xp:
-        raise ValueError("routes and orders live on different devices")
+    xp = checked_pair(routes, orders)
     if late_weight < 0 or not np.isfinite(late_weight):
         raise ValueError(f"late_weight must be finite and >= 0, got {late_weight!r}")
     if at is not None:
