@@ -170,6 +170,16 @@ class RiderIn(_Model):
         )
 
 
+#: ``DispatchWeights`` fields the server sets itself, from its configuration (the stop limit
+#: is ``limits.max_route_stops``): not part of a request.
+SERVER_SET_WEIGHTS = frozenset({"max_route_stops"})
+
+
+def _api_weights(w: DispatchWeights) -> dict[str, object]:
+    """Every field a request may carry (all but ``SERVER_SET_WEIGHTS``), so none is dropped."""
+    return {k: v for k, v in dataclasses.asdict(w).items() if k not in SERVER_SET_WEIGHTS}
+
+
 class WeightsIn(_Model):
     late_weight: float = Field(4.0, ge=0, le=1000, description="Travel seconds per late second.")
     max_lateness_s: float = Field(1800.0, ge=0, le=86_400, description="Hard lateness limit.")
@@ -239,7 +249,7 @@ class DispatchRequest(_Model):
             now=r.now,
             riders=[RiderIn.from_domain(x) for x in r.riders],
             orders=[OrderIn.from_domain(o) for o in r.orders],
-            weights=WeightsIn(**dataclasses.asdict(w)),  # every field, so none is dropped
+            weights=WeightsIn(**_api_weights(w)),
             utc_offset_s=utc_offset_s,
         )
 
