@@ -26,6 +26,9 @@ def test_orml_simulate_writes_every_policy_s_cost_and_attainment(tmp_path: Path)
             "tuning.targets=[0.6]",
             "--set",
             "tuning.planning_days=1",
+            # Small cities: what is checked is that every policy is run and reported.
+            "--set",
+            "city_size.scale=2",
             "--json",
             str(out),
             "--out",

@@ -130,6 +130,7 @@ def test_orml_simulate_s_ours_is_tuned_and_the_single_type_baseline_tried_tuned_
     args = ["simulate", "--cities", "2", "--mdrp", str(ROOT / "data" / "mdrp"), "--json"]
     args += [str(out), "--out", str(tmp_path), "--policies", "ours,best_single_type"]
     args += ["--set", "tuning.targets=[0.6, 0.35]", "--set", "tuning.planning_days=1"]
+    args += ["--set", "city_size.scale=2"]  # small cities: the tuning, not the load, is checked
     assert main(args) == 0
     pols = json.loads(out.read_text())["policies"]
     assert pols["ours"]["note"].startswith("tuned on planning days")
