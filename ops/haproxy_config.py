@@ -85,6 +85,19 @@ PRIORITY_ABOVE_REPLICAS = 5
 SERVE_DEFAULTS_ENV = environment.HAPROXY_SERVE_DEFAULTS.name
 
 
+#: The connection budget at the front (what a client may hold without sending a request):
+#: a client must send its headers and body within ``REQUEST_S`` and may keep an idle
+#: connection ``KEEP_ALIVE_S`` (Serve's defaults: an hour of client silence, 90 s idle), and one
+#: source address holds at most ``CONNECTIONS_PER_SOURCE`` connections at once (the rest are
+#: refused at accept, counted as the frontend's denied connections in HAProxy's metrics), so
+#: a flood of idle or trickling connections from one host leaves the others their share of
+#: the proxy's ``maxconn``.
+REQUEST_S = 10
+KEEP_ALIVE_S = 10
+CLIENT_IDLE_S = 120
+CONNECTIONS_PER_SOURCE = 1024
+
+
 def rewrite(
     config: str,
     lanes: Mapping[str, int | None],
@@ -99,6 +112,7 @@ def rewrite(
     shed). A config without Serve's HTTP app backends is returned with the binds and the
     buffer size changed only."""
     config = _loopback_stats(config)
+    config = _connection_budget(config)
     if cheap_sheds:
         config = _buffers_at_least(config, BUFFER_BYTES)
     body_wait = _body_wait(config)
@@ -112,6 +126,39 @@ def rewrite(
             )
         config = _route_lanes(config, name, shed)
     return config
+
+
+def _connection_budget(config: str) -> str:
+    """The defaults' client timeouts cut to the budget above, ``timeout http-request`` added,
+    and a per-source connection limit on the HTTP and gRPC frontends."""
+
+    def timeout(text: str, name: str, seconds: int) -> str:
+        line = f"    timeout {name} {seconds}s"
+        got = re.search(rf"(?m)^\s*timeout {name}\s+\S+\s*$", text)
+        if got:
+            return text[: got.start()] + line + text[got.end() :]
+        return re.sub(r"(?m)^defaults\s*$", f"defaults\n{line}", text, count=1)
+
+    config = timeout(config, "client", CLIENT_IDLE_S)
+    config = timeout(config, "http-keep-alive", KEEP_ALIVE_S)
+    config = timeout(config, "http-request", REQUEST_S)
+    limit = (
+        "    stick-table type ipv6 size 100k expire 60s store conn_cur\n"
+        "    tcp-request connection track-sc0 src\n"
+        f"    tcp-request connection reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}\n"
+    )
+    out = []
+    section = ""
+    for line in config.splitlines(keepends=True):
+        words = line.split()
+        if words and words[0] in ("global", "defaults", "frontend", "backend", "listen"):
+            section = " ".join(words[:2])
+        out.append(line)
+        if section in ("frontend http_frontend", "frontend grpc_frontend") and words[:1] == [
+            "bind"
+        ]:
+            out.append(limit)
+    return "".join(out)
 
 
 def proxy_threads(cores: int) -> int:

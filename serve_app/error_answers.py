@@ -19,6 +19,7 @@ import grpc
 
 from actors.errors import DeviceUnhealthy, WorkerLost
 from serve_app.pipeline.errors import (
+    BodyTimeout,
     DeadlineExceeded,
     Forbidden,
     InvalidInput,
@@ -45,6 +46,7 @@ ERROR_TABLE: dict[type[BaseException], Answer] = {
     TooLarge: Answer(413, grpc.StatusCode.RESOURCE_EXHAUSTED),
     Overloaded: Answer(503, grpc.StatusCode.RESOURCE_EXHAUSTED),
     DeadlineExceeded: Answer(504, grpc.StatusCode.DEADLINE_EXCEEDED),
+    BodyTimeout: Answer(408, grpc.StatusCode.DEADLINE_EXCEEDED),
     Unavailable: Answer(503, grpc.StatusCode.UNAVAILABLE),
     DeviceUnhealthy: Answer(503, grpc.StatusCode.UNAVAILABLE),
     WorkerLost: Answer(503, grpc.StatusCode.UNAVAILABLE),

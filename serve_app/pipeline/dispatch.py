@@ -27,6 +27,7 @@ them (``_cached_predict``).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -43,7 +44,7 @@ from planner.pdptw.instance import Instance
 from serve_app.pipeline.admission import Admission
 from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
 from serve_app.pipeline.context import CallContext
-from serve_app.pipeline.errors import InvalidInput, TooLarge
+from serve_app.pipeline.errors import BodyTimeout, InvalidInput, TooLarge
 from serve_app.pipeline.limits import Limits
 from serve_app.pipeline.ports import EtrModel, ReplicaCache, Solver
 
@@ -135,6 +136,21 @@ SOLVE_VALUES_VERSION = "2"
 EXACT = Quantisation(coord_deg=1e-12, time_s=1e-12, default=1e-12)
 
 
+async def read_within_deadline(decode: Decode[T], ctx: CallContext) -> T:
+    """``decode()`` (reading the body, then parsing it), its reading bounded by the request's
+    deadline: a body that has not arrived by then raises ``BodyTimeout`` and the admission slot
+    taken for it goes back at once, instead of being held for as long as a client trickles."""
+    remaining = ctx.remaining_s()
+    if remaining == math.inf:
+        return await decode()
+    try:
+        return await asyncio.wait_for(decode(), timeout=max(remaining, 0.0))
+    except TimeoutError:
+        raise BodyTimeout(
+            f"the request's body did not arrive within its deadline ({ctx.request_id})"
+        ) from None
+
+
 def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
     """Raise TooLarge (413) for a round over the configured sizes; ``sizes`` as
     ``DispatchSource.sizes``."""
@@ -180,7 +196,7 @@ class Pipeline:
         permit = await self.admission.acquire("dispatch", ctx)
         async with permit:
             t0 = time.perf_counter()
-            call = await decode()
+            call = await read_within_deadline(decode, ctx)
             check_round_limits(call.sizes(), self.limits)
             orders = call.new_orders()
             etr_started = time.perf_counter()
@@ -242,7 +258,7 @@ class Pipeline:
         limit = self.limits.max_orders if max_orders is None else max_orders
 
         async def compute() -> Prediction:
-            call = await decode()
+            call = await read_within_deadline(decode, ctx)
             if len(call.orders) > limit:
                 raise TooLarge("orders", len(call.orders), limit)
             return await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
@@ -322,7 +338,7 @@ class Pipeline:
 
         Returns (summary, cached): summary as ``Solver.solve_pdptw`` gives it."""
         async with await self.admission.acquire("solve", ctx):
-            call = await decode()
+            call = await read_within_deadline(decode, ctx)
             if call.time_limit_s > ctx.remaining_s():
                 raise InvalidInput.at(
                     ("body", "time_limit_s"),

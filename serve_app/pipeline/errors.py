@@ -114,6 +114,11 @@ class DeadlineExceeded(ServingError):
     """The request's deadline passed while it was being computed (504 / DEADLINE_EXCEEDED)."""
 
 
+class BodyTimeout(ServingError):
+    """The request's body did not arrive within its deadline (408 / DEADLINE_EXCEEDED): a
+    client that trickles or stops sending its body gives its admission slot back."""
+
+
 class Unavailable(ServingError):
     """No healthy replica could answer in time (503 + Retry-After / UNAVAILABLE)."""
 

@@ -68,7 +68,7 @@ def test_lanes_read_bodies_whole_and_do_not_log_their_own_sheds(config):
     for k, (_, capacity) in enumerate(sorted(lanes.items())):
         section = out.split(f"backend http-orml-lane{k}\n")[1].split("\nbackend ")[0]
         shedding = capacity is not None
-        assert ("http-request wait-for-body time 3600s" in section) == shedding
+        assert ("http-request wait-for-body time 10s" in section) == shedding
         assert ("{ req.hdr(expect) -m str -i 100-continue } { queue() gt 0 }" in section) == (
             shedding
         )
@@ -258,3 +258,26 @@ def test_a_client_that_asks_first_is_refused_before_its_body(config, tmp_path):
         proxy.terminate()
         proxy.wait(timeout=10)
         replica.shutdown()
+
+
+def test_a_connection_budget_bounds_what_a_client_holds(config, tmp_path):
+    """Headers and body within REQUEST_S, idle keep-alive and client silence cut from Serve's
+    hour, at most CONNECTIONS_PER_SOURCE connections per source on both frontends; and the
+    real HAProxy takes the result."""
+    from ray.serve._private.haproxy import get_haproxy_binary
+
+    from ops.haproxy_config import CONNECTIONS_PER_SOURCE, REQUEST_S
+
+    out = rewrite(config, {"/v1/dispatch": 12})
+    assert f"timeout http-request {REQUEST_S}s" in out
+    assert "timeout client 3600s" not in out and "timeout http-keep-alive 90s" not in out
+    reject = f"reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}"
+    assert out.count(reject) == 2
+    # the lanes wait for a body no longer than a request may take
+    assert f"wait-for-body time {REQUEST_S}s" in out
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(out)
+    got = subprocess.run(
+        [get_haproxy_binary(), "-c", "-f", str(path)], capture_output=True, text=True
+    )
+    assert got.returncode == 0, got.stdout + got.stderr

@@ -137,6 +137,36 @@ def test_a_shed_request_is_never_decoded():
     assert len(shed) == 4 and decoded == 1 and solver.calls == 1
 
 
+def test_a_body_that_never_arrives_gives_its_slot_back_at_the_deadline():
+    """A client that stops sending its body (its read awaits forever) holds the lane's only
+    slot until its own deadline, no longer: BodyTimeout (408), and the next round runs."""
+    import time
+
+    from serve_app.error_answers import answer_for
+    from serve_app.pipeline.errors import BodyTimeout
+
+    p = pipeline(FakeSolver(), FakeEtr(), in_flight=1, queued=1)
+    round_ = generate_round(5, 2, seed=1)
+
+    async def stalled():
+        await asyncio.sleep(3600)  # the rest of the body never comes
+
+    async def body():
+        return DispatchCall(round_)
+
+    async def run():
+        t0 = time.perf_counter()
+        slow = asyncio.ensure_future(p.dispatch(stalled, CallContext.start(0.3)))
+        await asyncio.sleep(0.05)
+        plan = await p.dispatch(body, CallContext.start(5))
+        return slow, plan, time.perf_counter() - t0
+
+    slow, plan, took = asyncio.run(run())
+    assert isinstance(slow.exception(), BodyTimeout) and plan.assignments
+    assert answer_for(slow.exception()).http_status == 408
+    assert took < 2.0
+
+
 def test_a_round_over_the_limits_is_too_large_naming_the_limit():
     solver, etr = FakeSolver(), FakeEtr()
     p = Pipeline(

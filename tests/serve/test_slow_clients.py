@@ -1,0 +1,73 @@
+"""The slow and the silent at the front: a host that opens connections and sends nothing, or
+sends part of a request and stops, holds neither the proxy nor the other clients (the
+connection budget of ``ops.haproxy_config``), against the session's app behind HAProxy."""
+
+from __future__ import annotations
+
+import socket
+import time
+from urllib.parse import urlsplit
+
+import httpx
+
+from ops.haproxy_config import CONNECTIONS_PER_SOURCE, REQUEST_S
+
+
+def _connect_from(source: str, port: int) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((source, 0))
+    s.settimeout(2.0)
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def _closed_by_peer(s: socket.socket, wait_s: float) -> bool:
+    s.settimeout(wait_s)
+    try:
+        return s.recv(4096) == b"" or True  # an answer (a 408) then close also counts
+    except TimeoutError:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def test_an_idle_flood_from_one_host_leaves_the_others_answered(serve_url):
+    port = urlsplit(serve_url).port
+    flood: list[socket.socket] = []
+    refused = 0
+    try:
+        for _ in range(CONNECTIONS_PER_SOURCE + 100):
+            try:
+                flood.append(_connect_from("127.0.0.2", port))
+            except OSError:
+                refused += 1
+        t0 = time.perf_counter()
+        ready = httpx.get(f"{serve_url}/readyz", timeout=5)
+        took = time.perf_counter() - t0
+        assert ready.status_code == 200 and took < 2.0
+        # Past its budget the flooding host's connections are refused at accept.
+        time.sleep(0.5)
+        refused += sum(_closed_by_peer(s, 0.01) for s in flood[CONNECTIONS_PER_SOURCE:])
+        assert refused >= 50
+    finally:
+        for s in flood:
+            s.close()
+
+
+def test_a_request_that_stops_halfway_is_dropped_after_the_request_timeout(serve_url):
+    port = urlsplit(serve_url).port
+    headers_only = _connect_from("127.0.0.3", port)
+    half_body = _connect_from("127.0.0.3", port)
+    try:
+        headers_only.sendall(b"POST /v1/dispatch HTTP/1.1\r\nHost: orml\r\n")  # no end
+        half_body.sendall(
+            b"POST /v1/dispatch HTTP/1.1\r\nHost: orml\r\ncontent-type: application/json\r\n"
+            b"content-length: 100000\r\n\r\n" + b" " * 50_000
+        )
+        t0 = time.perf_counter()
+        assert _closed_by_peer(headers_only, REQUEST_S + 5)
+        assert _closed_by_peer(half_body, REQUEST_S + 5)
+        assert time.perf_counter() - t0 < REQUEST_S + 5
+    finally:
+        headers_only.close()
+        half_body.close()
