@@ -32,7 +32,13 @@ from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
 from serve_app.direct_routes import DirectRoutes
-from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
+from serve_app.error_answers import (
+    ERROR_TABLE,
+    answer_for,
+    detail_for,
+    retry_after_header,
+    retry_after_s,
+)
 from serve_app.failover import Failover
 from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
@@ -119,9 +125,15 @@ async def _error(request: Request, exc: Exception) -> Response:
     return JSONResponse(content, answer.http_status, headers)
 
 
-# FastAPI registers handlers for these itself; route them through the table too.
+# FastAPI registers handlers for these itself; route them through the table too. Every error
+# the table answers is handled inside the app (Starlette's ExceptionMiddleware), where the
+# metrics middleware sees its status; only the unexpected reach the handler for Exception,
+# which Starlette runs outermost and then re-raises for the server to log with its traceback.
 api.add_exception_handler(HTTPException, _error)
 api.add_exception_handler(RequestValidationError, _error)
+for _known in ERROR_TABLE:
+    if issubclass(_known, Exception):
+        api.add_exception_handler(_known, _error)
 # Innermost first: the direct routes see requests the body limit and the metrics have seen.
 api.add_middleware(
     DirectRoutes,

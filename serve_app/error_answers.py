@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
+from starlette.requests import ClientDisconnect
 
 from actors.errors import DeviceUnhealthy, WorkerLost
 from serve_app.pipeline.errors import (
@@ -52,9 +53,10 @@ ERROR_TABLE: dict[type[BaseException], Answer] = {
     WorkerLost: Answer(503, grpc.StatusCode.UNAVAILABLE),
     Unauthenticated: Answer(401, grpc.StatusCode.UNAUTHENTICATED),
     Forbidden: Answer(403, grpc.StatusCode.PERMISSION_DENIED),
-    # The caller went away (its connection closed, a gRPC cancel): nobody reads the answer;
-    # 499 is what it is logged as (nginx's "client closed request").
+    # The caller went away (its connection closed, a gRPC cancel, the body cut off): nobody
+    # reads the answer; 499 is what it is logged as (nginx's "client closed request").
     asyncio.CancelledError: Answer(499, grpc.StatusCode.CANCELLED),
+    ClientDisconnect: Answer(499, grpc.StatusCode.CANCELLED),
 }
 INTERNAL = Answer(500, grpc.StatusCode.INTERNAL)
 

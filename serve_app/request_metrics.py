@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from serve_app.error_answers import answer_for
 from serve_app.http_routes import route_label
 from serve_app.ingress_metrics import requests_by_endpoint
 
@@ -30,8 +31,19 @@ class RequestMetrics:
                 status = message["status"]
             await send(message)
 
+        started = False
+
+        async def watched_start(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await watched(message)
+
         try:
-            await self.app(scope, receive, watched)
+            await self.app(scope, receive, watched_start)
+        except BaseException as exc:
+            if not started:  # no answer went out: count what the error table makes of it
+                status = answer_for(exc).http_status
+            raise
         finally:
             priority = "online"
             for name, value in scope.get("headers", ()):
