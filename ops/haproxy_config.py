@@ -147,6 +147,13 @@ def _connection_budget(config: str) -> str:
         "    tcp-request connection track-sc0 src\n"
         f"    tcp-request connection reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}\n"
     )
+    # A request id the app would refuse, dropped before anything (Serve's own answers
+    # included) can echo it.
+    hygiene = (
+        "    http-request del-header x-request-id if { req.hdr(x-request-id),length gt 128 }\n"
+        "    http-request del-header x-request-id if { req.hdr(x-request-id) -m reg "
+        "[^A-Za-z0-9._:/+=-] }\n"
+    )
     out = []
     section = ""
     for line in config.splitlines(keepends=True):
@@ -154,10 +161,11 @@ def _connection_budget(config: str) -> str:
         if words and words[0] in ("global", "defaults", "frontend", "backend", "listen"):
             section = " ".join(words[:2])
         out.append(line)
-        if section in ("frontend http_frontend", "frontend grpc_frontend") and words[:1] == [
-            "bind"
-        ]:
+        fronted = section in ("frontend http_frontend", "frontend grpc_frontend")
+        if fronted and words[:1] == ["bind"]:
             out.append(limit)
+            if section == "frontend http_frontend":
+                out.append(hygiene)
     return "".join(out)
 
 
@@ -270,8 +278,10 @@ def _route_lanes(config: str, backend: str, lanes: list[tuple[str, str]]) -> str
     if rule not in config:
         return config
     prefix = _route_prefix(config, backend)
+    # Matched on the path as the app reads it, percent-decoded once (``/v1/%64ispatch`` is
+    # the dispatch lane too): no spelling of a lane's path reaches Python past its shedding.
     ours = "".join(
-        f"    use_backend {lane} if is_{backend} {{ path {prefix.rstrip('/')}{path} }}\n"
+        f"    use_backend {lane} if is_{backend} {{ path,url_dec {prefix.rstrip('/')}{path} }}\n"
         for lane, path in lanes
     )
     return config.replace(rule, ours + rule, 1)

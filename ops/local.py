@@ -254,6 +254,8 @@ def start(
         env.update(LOCAL_DRAIN_ENV)
         env.update(direct_ingress_env(base))
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
+        _serve_dirs_before.clear()
+        _serve_dirs_before.update(_serve_haproxy_dirs())
         haproxy_ports = base + 2 * DIRECT_INGRESS_BLOCK, base + 2 * DIRECT_INGRESS_BLOCK + 1
         if haproxy_lanes is None:  # no shedding at the proxy; the lanes' own listeners still
             from serve_app.http_routes import LANE_OF_PATH
@@ -455,6 +457,16 @@ def _shutdown_serve(graceful_s: float) -> None:
 
 
 _haproxy_dir: Path | None = None  # this process's HAProxy files (see ``haproxy_env``)
+#: Serve's own HAProxy folders (``/tmp/haproxy-serve/<node id>``) before this start: a folder
+#: Serve made for this start's node and left empty is removed at ``stop``.
+_serve_dirs_before: set[Path] = set()
+
+
+def _serve_haproxy_dirs() -> set[Path]:
+    root = Path(tempfile.gettempdir()) / "haproxy-serve"
+    return {p for p in root.iterdir() if p.is_dir()} if root.is_dir() else set()
+
+
 #: At stop, scans for our HAProxy processes (0.1 s apart) until HAPROXY_QUIET_SCANS in a row
 #: find none, HAPROXY_SCANS at most.
 HAPROXY_SCANS = 40
@@ -481,6 +493,9 @@ def _remove_private_files() -> None:
             time.sleep(0.1)
         shutil.rmtree(_haproxy_dir, ignore_errors=True)
         _haproxy_dir = None
+        for left in _serve_haproxy_dirs() - _serve_dirs_before:
+            with contextlib.suppress(OSError):
+                left.rmdir()  # only if Serve left it empty
 
 
 def _disarm_haproxy(workdir: Path) -> None:

@@ -138,7 +138,9 @@ def burst_of_rounds(url: str, n: int) -> list[httpx.Response]:
 
 
 def orml_tmp_dirs() -> set[str]:
-    return {str(p) for p in Path(tempfile.gettempdir()).glob("orml-*")}
+    """Our folders in /tmp, and the ones Serve makes for its HAProxy per node."""
+    tmp = Path(tempfile.gettempdir())
+    return {str(p) for p in (*tmp.glob("orml-*"), *tmp.glob("haproxy-serve/*"))}
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ def test_each_lane_gets_a_backend_capped_at_its_capacity_before_the_apps_rule(co
     app_rule = rules.index("use_backend http-orml if is_http-orml")
     lane_rules = [r for r in rules if "-lane" in r]
     assert len(lane_rules) == len(lanes) and all(rules.index(r) < app_rule for r in lane_rules)
-    assert "use_backend http-orml-lane0 if is_http-orml { path /v1/dispatch }" in rules
+    assert "use_backend http-orml-lane0 if is_http-orml { path,url_dec /v1/dispatch }" in rules
     for k, (_, capacity) in enumerate(sorted(lanes.items())):
         section = out.split(f"backend http-orml-lane{k}\n")[1].split("\nbackend ")[0]
         servers = [s for s in section.splitlines() if s.strip().startswith("server ")]
@@ -281,3 +281,11 @@ def test_a_connection_budget_bounds_what_a_client_holds(config, tmp_path):
         [get_haproxy_binary(), "-c", "-f", str(path)], capture_output=True, text=True
     )
     assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_lanes_match_the_decoded_path_and_bad_request_ids_are_dropped_first(config):
+    out = rewrite(config, {"/v1/dispatch": 12})
+    assert "{ path,url_dec /v1/dispatch }" in out
+    front = out.split("frontend http_frontend\n")[1].split("\nfrontend ")[0]
+    drop = front.index("del-header x-request-id if { req.hdr(x-request-id),length gt 128 }")
+    assert drop < front.index("use_backend")
