@@ -27,7 +27,7 @@ from ray.serve.handle import DeploymentHandle
 from actors.cpu_priority import raise_priority
 from config import get_settings
 from domain import DispatchPlan, DispatchRound, TrafficClass
-from serve_app import http_edge
+from serve_app import http_edge, kserve_v2
 from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
@@ -64,7 +64,7 @@ from serve_app.pipeline import (
 )
 from serve_app.pipeline.api_keys import ApiKeys
 from serve_app.pipeline.context import context_from_metadata, safe_request_id
-from serve_app.pipeline.errors import Unauthenticated
+from serve_app.pipeline.errors import ServingError, Unauthenticated, Unavailable
 from serve_app.request_metrics import RequestMetrics
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import (
@@ -381,6 +381,56 @@ class DispatchIngress(GrpcIngress):
                 "etr": {k: etr_state[k] for k in ("healthy", "model_version", "loaded_versions")},
             },
         )
+
+    # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
+    @api.get("/v2/health/live", summary="KServe v2: the server is alive")
+    async def v2_live(self) -> dict[str, bool]:
+        return {"live": True}
+
+    @api.get("/v2/health/ready", summary="KServe v2: the server is ready (as /readyz)")
+    async def v2_ready(self) -> JSONResponse:
+        ready = (await self.readyz()).status_code == 200
+        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+
+    @api.get("/v2/models/etr/ready", summary="KServe v2: the ETR model is ready")
+    async def v2_model_ready(self) -> JSONResponse:
+        state = await self._deployment_states()
+        ready = "reason" not in state and bool(state["etr"]["healthy"])
+        return JSONResponse({"name": "etr", "ready": ready}, status_code=200 if ready else 503)
+
+    @api.get("/v2/models/etr", summary="KServe v2: the ETR model's metadata")
+    async def v2_model_metadata(self, request: Request) -> JSONResponse:
+        try:
+            self.api_keys.check("etr", request.headers.get("authorization"))
+            state = await self._deployment_states()
+            if "reason" in state:
+                raise Unavailable(state["reason"])
+        except ServingError as exc:
+            return self._v2_error(exc)
+        etr = state["etr"]
+        versions = [str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]]
+        return JSONResponse(kserve_v2.model_metadata(versions, str(etr.get("runtime", "onnx"))))
+
+    @api.post("/v2/models/etr/infer", summary="KServe v2: ETR minutes for a features tensor")
+    async def v2_infer(self, request: Request) -> Response:
+        try:
+            ctx = self._context(request, TrafficClass.ONLINE, "etr")
+            body = await request.body()
+            call = kserve_v2.parse_infer(body, request.headers, self.args.limits.max_orders)
+            got = await self.pipeline.etr_features(call.features, ctx)
+        except ServingError as exc:
+            return self._v2_error(exc)
+        content, headers = kserve_v2.encode_infer(got.minutes, got.model_version, call)
+        return Response(content, headers=headers)
+
+    @staticmethod
+    def _v2_error(exc: ServingError) -> JSONResponse:
+        """The protocol's error body, ``{"error": ...}``, at the error table's status."""
+        headers = {}
+        after = retry_after_s(exc)
+        if after is not None:
+            headers["Retry-After"] = retry_after_header(after)
+        return JSONResponse({"error": str(exc)}, answer_for(exc).http_status, headers)
 
     @api.get("/admin/status", include_in_schema=False)
     async def admin_status(self, request: Request) -> JSONResponse:

@@ -15,11 +15,15 @@ ENDPOINT_OF_PATH = {
     "/v1/etr": "etr",
     "/v1/etr/bulk": "etr_bulk",
     "/v1/routes/solve": "solve",
+    "/v2/models/etr/infer": "etr",  # the Open Inference Protocol (serve_app.kserve_v2)
     "/admin/faults": "admin",
 }
 #: Paths without a body, served as themselves.
 OTHER_PATHS = frozenset(
-    {"/healthz", "/readyz", "/admin/status", "/docs", "/redoc", "/openapi.json"}
+    {
+        *("/healthz", "/readyz", "/admin/status", "/docs", "/redoc", "/openapi.json"),
+        *("/v2/health/live", "/v2/health/ready", "/v2/models/etr", "/v2/models/etr/ready"),
+    }
 )
 UNMATCHED = "unmatched"
 

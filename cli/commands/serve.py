@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"sized for this machine: {note}")
     print(f"API        {ep.http}   POST /v1/dispatch, /v1/etr, /v1/etr/bulk, /v1/routes/solve")
     print(f"Health     {ep.http}   GET /healthz (alive), /readyz (warm); /admin/status")
+    print(f"KServe v2  {ep.http}   /v2/health/ready, GET /v2/models/etr, POST .../etr/infer")
     print(f"OpenAPI    {ep.http}/docs")
     print(f"gRPC       {ep.grpc}   orml.v1.Orml (serve_app/grpc_api/orml.proto)")
     print(f"Dashboard  {ep.dashboard}   (log in with the token `ray get-auth-token` prints)")

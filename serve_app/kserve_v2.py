@@ -1,0 +1,168 @@
+"""The ETR model on the Open Inference Protocol (KServe v2), as Triton and KServe serve it.
+
+A Triton or KServe client (``tritonclient.http``, KServe's own) reaches the ETR model without a
+change: ``GET /v2/health/live``, ``/v2/health/ready``, ``/v2/models/etr`` (metadata),
+``/v2/models/etr/ready``, and ``POST /v2/models/etr/infer`` with one input ``features``
+(FP32, shape [B, 39], the columns of ``etr.features.FEATURE_NAMES``) answered with one
+output ``minutes`` (FP32, [B]). The routes run the same pipeline and admission as ``/v1/etr``
+(the ``etr`` lane, the row cache); this module only reads and writes the protocol's bodies:
+JSON tensors (``data`` flat in row-major order, or nested), and Triton's binary tensor
+extension (``Inference-Header-Content-Length``: a JSON header, then the raw little-endian
+bytes of each tensor whose ``parameters.binary_data_size`` says so), both ways.
+
+Errors answer the protocol's way, ``{"error": "..."}``, with the status the error table gives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from etr.features import N_FEATURES
+from serve_app.pipeline.errors import InvalidInput, TooLarge
+
+MODEL = "etr"
+INPUT = "features"
+OUTPUT = "minutes"
+HEADER_LENGTH = "inference-header-content-length"
+
+
+@dataclass(frozen=True)
+class InferRequest:
+    """features : float32[B, 39]; id : the request's own id, echoed; binary_output : answer
+    ``minutes`` as raw bytes (Triton's extension) instead of JSON."""
+
+    features: np.ndarray
+    id: str | None
+    binary_output: bool
+
+
+def _bad(what: str) -> InvalidInput:
+    return InvalidInput.at(("body",), what)
+
+
+def parse_infer(body: bytes, headers: Mapping[str, str], max_rows: int) -> InferRequest:
+    """The features of an infer request. Raises InvalidInput naming what is wrong (not JSON,
+    another input or datatype, a shape other than [B, 39], data of another size, a value
+    that is not a finite number) and TooLarge past ``max_rows`` rows."""
+    header_length = headers.get(HEADER_LENGTH)
+    binary = b""
+    if header_length is not None:
+        try:
+            n = int(header_length)
+        except ValueError:
+            raise _bad(f"{HEADER_LENGTH} is not a number") from None
+        if not 0 <= n <= len(body):
+            raise _bad(f"{HEADER_LENGTH} {n} is past the body's {len(body)} bytes")
+        body, binary = body[:n], body[n:]
+    try:
+        request = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad("not JSON") from None
+    if not isinstance(request, dict) or not isinstance(request.get("inputs"), list):
+        raise _bad("an infer request is an object with a list of inputs")
+    inputs = request["inputs"]
+    if len(inputs) != 1 or not isinstance(inputs[0], dict):
+        raise _bad(f"one input, {INPUT!r}, is expected")
+    tensor = inputs[0]
+    if tensor.get("name") != INPUT:
+        raise _bad(f"input {tensor.get('name')!r}: the model takes {INPUT!r}")
+    if tensor.get("datatype") != "FP32":
+        raise _bad(f"input {INPUT!r} is FP32, not {tensor.get('datatype')!r}")
+    shape = tensor.get("shape")
+    if (
+        not isinstance(shape, list)
+        or len(shape) != 2
+        or not all(isinstance(d, int) and not isinstance(d, bool) for d in shape)
+        or shape[1] != N_FEATURES
+        or shape[0] < 1
+    ):
+        raise _bad(f"input {INPUT!r} has shape [B, {N_FEATURES}], B >= 1; got {shape!r}")
+    rows = shape[0]
+    if rows > max_rows:
+        raise TooLarge("rows", rows, max_rows)
+    size = rows * N_FEATURES
+    params = tensor.get("parameters") or {}
+    if "binary_data_size" in params:
+        if params["binary_data_size"] != 4 * size or len(binary) != 4 * size:
+            raise _bad(f"input {INPUT!r}: {4 * size} bytes of binary data expected")
+        features = np.frombuffer(binary, "<f4").reshape(rows, N_FEATURES).astype(np.float32)
+    else:
+        data = tensor.get("data")
+        if not isinstance(data, list):
+            raise _bad(f"input {INPUT!r} has no data")
+        flat = _flatten(data, size)
+        features = np.asarray(flat, np.float32).reshape(rows, N_FEATURES)
+    if not np.isfinite(features).all():
+        raise _bad(f"input {INPUT!r} holds a value that is not a finite number")
+    outputs = request.get("outputs") or []
+    binary_output = bool((request.get("parameters") or {}).get("binary_data_output")) or any(
+        isinstance(o, dict) and (o.get("parameters") or {}).get("binary_data") for o in outputs
+    )
+    request_id = request.get("id")
+    return InferRequest(
+        features, request_id if isinstance(request_id, str) else None, binary_output
+    )
+
+
+def _flatten(data: list[Any], size: int) -> list[float]:
+    """Row-major numbers of ``data``, flat or nested; InvalidInput past ``size`` or short."""
+    out: list[float] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            if isinstance(item, bool) or not isinstance(item, int | float):
+                raise _bad(f"input {INPUT!r} holds {type(item).__name__}, not a number")
+            if not math.isfinite(item):
+                raise _bad(f"input {INPUT!r} holds a value that is not a finite number")
+            out.append(float(item))
+            if len(out) > size:
+                raise _bad(f"input {INPUT!r} has more than its shape's {size} values")
+        else:
+            stack.pop()
+    if len(out) != size:
+        raise _bad(f"input {INPUT!r} has {len(out)} values for its shape's {size}")
+    return out
+
+
+def encode_infer(
+    minutes: np.ndarray, version: str, request: InferRequest
+) -> tuple[bytes, dict[str, str]]:
+    """The infer answer's bytes and headers: ``minutes`` as JSON data, or after a JSON header
+    as raw bytes where the request asked for binary output."""
+    minutes = np.asarray(minutes, np.float32)
+    output: dict[str, Any] = {"name": OUTPUT, "datatype": "FP32", "shape": [int(minutes.size)]}
+    answer: dict[str, Any] = {"model_name": MODEL, "model_version": version}
+    if request.id is not None:
+        answer["id"] = request.id
+    if request.binary_output:
+        raw = minutes.astype("<f4").tobytes()
+        output["parameters"] = {"binary_data_size": len(raw)}
+        header = json.dumps({**answer, "outputs": [output]}).encode()
+        return header + raw, {
+            "content-type": "application/octet-stream",
+            "Inference-Header-Content-Length": str(len(header)),
+        }
+    output["data"] = [float(m) for m in minutes]
+    return json.dumps({**answer, "outputs": [output]}).encode(), {
+        "content-type": "application/json"
+    }
+
+
+def model_metadata(versions: list[str], platform: str) -> dict[str, Any]:
+    """``GET /v2/models/etr``: name, versions, platform, the input and the output."""
+    return {
+        "name": MODEL,
+        "versions": versions,
+        "platform": platform,
+        "inputs": [{"name": INPUT, "datatype": "FP32", "shape": [-1, N_FEATURES]}],
+        "outputs": [{"name": OUTPUT, "datatype": "FP32", "shape": [-1]}],
+    }
