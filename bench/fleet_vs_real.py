@@ -37,7 +37,7 @@ from scheduler import DISPATCH_LANE, SOLVER_CALL_MS, ClusterApp, _open, dispatch
 
 from devices.catalog import gpu_types
 from domain import TrafficClass
-from fleet.engine import FleetSim, Policy, Settings, SimDeployment, Slot
+from fleet.engine import FleetSim, Policy, SimDeployment, SimSettings, Slot
 from ops.loadgen import encode_request
 from serve_app.config import AdmissionArgs
 
@@ -205,7 +205,7 @@ def sim_run(quick: bool, seed: int = 0, real: dict[str, Any] | None = None) -> d
         Slot("OrSolver", card, node, gpu, 1, 1.0)
         for card, node in enumerate(n for n, k in NODES.items() for _ in range(k))
     )
-    settings = Settings(
+    settings = SimSettings(
         replica_start_s=real.get("replica_start_s", DEFAULT_REPLICA_START_S),
         busy_window_s=10.0,
         routing_stats_period_s=1.0,

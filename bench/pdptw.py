@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from common import log, parser, write_csv
 
 from planner.pdptw.evaluate import evaluate
-from planner.pdptw.instance import Instance, load_instance
+from planner.pdptw.instance import PdptwInstance, load_instance
 from planner.pdptw.solve import solve
 
 DATA = Path(__file__).resolve().parents[1] / "data/pdptw"
@@ -41,7 +41,7 @@ QUICK = ["lc101", "lc201", "lr101", "lr201", "lr105"]
 SCALE = 1000
 
 
-def ortools_solve(inst: Instance, time_limit_s: float) -> tuple[list[list[int]], float]:
+def ortools_solve(inst: PdptwInstance, time_limit_s: float) -> tuple[list[list[int]], float]:
     from ortools.constraint_solver import pywrapcp, routing_enums_pb2
 
     n, k = inst.n_tasks + 1, inst.vehicles

@@ -41,7 +41,7 @@ from devices.catalog import gpu_types
 from devices.profiles import ModelProfile, ProfilePoint, ProfileSet
 from domain import TrafficClass
 from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
-from fleet.engine import Failure, FleetSim, Outcome, Policy, Settings, SimDeployment, Slot
+from fleet.engine import FleetSim, Policy, SimDeployment, SimFailure, SimOutcome, SimSettings, Slot
 from fleet.scenario import Scenario
 from fleet.tune import (
     Choice,
@@ -72,7 +72,7 @@ class PolicyRun:
     name: str
     plan: Plan
     policy: Policy
-    outcome: Outcome
+    outcome: SimOutcome
     wall_s: float
     note: str = ""
 
@@ -223,9 +223,9 @@ def deployments_from(plan: Plan, scenario: Scenario) -> list[SimDeployment]:
     return out
 
 
-def settings_of(scenario: Scenario) -> Settings:
+def settings_of(scenario: Scenario) -> SimSettings:
     f = scenario.fleet
-    return Settings(
+    return SimSettings(
         replica_start_s=f.replica_start_s,
         busy_window_s=f.busy_window_s,
         routing_stats_period_s=f.routing_stats_period_s,
@@ -264,7 +264,7 @@ def stream(arrivals: Arrivals) -> Iterator[tuple]:
 
 def simulate_plan(
     scenario: Scenario, arrivals: Arrivals, plan: Plan, policy: Policy
-) -> tuple[Outcome, float]:
+) -> tuple[SimOutcome, float]:
     ref = gpu_types()[scenario.call_costs.reference_type]
     sim = FleetSim(
         deployments_from(plan, scenario),
@@ -272,7 +272,7 @@ def simulate_plan(
         settings_of(scenario),
         scenario.call_costs.call_ms,
         lambda gpu: gpu.speed / ref.speed,
-        [Failure(f.at_h * 3600, f.down_min * 60) for f in scenario.failures],
+        [SimFailure(f.at_h * 3600, f.down_min * 60) for f in scenario.failures],
         seed=scenario.seed,
     )
     t0 = time.perf_counter()

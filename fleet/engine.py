@@ -82,7 +82,7 @@ class Policy:
     router: Router = "ours"
     scaler: Scaler = "busy"
     classes: bool = True
-    admission: bool = True  # the app's admission lanes (Settings.lanes) in front of each
+    admission: bool = True  # the app's admission lanes (SimSettings.lanes) in front of each
     # deployment; False: every request goes straight to the handle (Serve's default)
     target_busy: float = 0.6
     band: float = 0.15
@@ -96,7 +96,7 @@ class Policy:
 
 
 @dataclass(frozen=True)
-class Settings:
+class SimSettings:
     replica_start_s: float = 30.0
     busy_window_s: float = 30.0
     routing_stats_period_s: float = 1.0
@@ -157,7 +157,7 @@ class ServeDelay:
 
 
 @dataclass(frozen=True)
-class Failure:
+class SimFailure:
     at_s: float
     down_s: float
 
@@ -174,14 +174,14 @@ class Request:
     kind: int
     deadline: float
     done_rows: int = 0
-    replica: Replica | None = None
+    replica: SimReplica | None = None
     key: int = -1
     lane_since: float | None = None  # holding a slot of its lane since (None: no slot)
     waiter: Waiter[Request] | None = None  # queued in its lane
 
 
 @dataclass(eq=False)
-class Replica:
+class SimReplica:
     """index : which of its deployment's slots it holds; card, node : where it runs now (a
     failed card's slot moves to a fresh one)."""
 
@@ -218,7 +218,7 @@ class Replica:
 
 
 @dataclass
-class Outcome:
+class SimOutcome:
     """Per request kind and bucket: counts; per bucket: card-seconds and cost by type, replica
     seconds by deployment. Latencies (s) of online requests by kind, for percentiles."""
 
@@ -250,10 +250,10 @@ class FleetSim:
         self,
         deployments: Sequence[SimDeployment],
         policy: Policy,
-        settings: Settings,
+        settings: SimSettings,
         call_ms: Callable[[str, GpuType, float], float],
         speed_of: Callable[[GpuType], float],
-        failures: Sequence[Failure] = (),
+        failures: Sequence[SimFailure] = (),
         seed: int = 0,
     ) -> None:
         self.deployments = {d.name: d for d in deployments}
@@ -265,13 +265,13 @@ class FleetSim:
         self._events: list[tuple[float, int, Callable, tuple]] = []
         self._seq = itertools.count()
         self._ids = itertools.count()
-        self.replicas: dict[str, list[Replica]] = {d: [] for d in self.deployments}
+        self.replicas: dict[str, list[SimReplica]] = {d: [] for d in self.deployments}
         self.backlog: dict[str, list[Request]] = {d: [] for d in self.deployments}
         # Offline work comes from jobs that keep a bounded number of requests in flight (as a
         # batch client does): the rest waits at the client, not in the replicas' queues.
         self.jobs: dict[str, deque[Request]] = {d: deque() for d in self.deployments}
         self.jobs_in_flight: dict[str, int] = defaultdict(int)
-        self.out = Outcome()
+        self.out = SimOutcome()
         self._card_users: dict[int, int] = defaultdict(int)  # replicas on a card now
         self._card_since: dict[int, float] = {}  # when a billed card was opened
         self._card_type: dict[int, GpuType] = {}
@@ -304,7 +304,7 @@ class FleetSim:
     def at(self, t: float, fn: Callable, *args: object) -> None:
         heapq.heappush(self._events, (t, next(self._seq), fn, args))
 
-    def run(self, arrivals, end_s: float) -> Outcome:
+    def run(self, arrivals, end_s: float) -> SimOutcome:
         """arrivals : iterable of (t_s, deployment, class, rows, work, kind), time-ordered."""
         s = self.settings
         for d in self.deployments.values():
@@ -444,7 +444,7 @@ class FleetSim:
         rep.outstanding += 1
         self._try_start(rep)
 
-    def _try_start(self, rep: Replica) -> None:
+    def _try_start(self, rep: SimReplica) -> None:
         if rep.running or rep.state not in ("ready", "draining") or not len(rep.queue):
             return
         cap = None
@@ -482,12 +482,12 @@ class FleetSim:
         rep.by_class[cls].begin()
         self.at(self.now + dt, self._call_done, rep, rep.generation, batch.slices, cls)
 
-    def _wake(self, rep: Replica, generation: int) -> None:
+    def _wake(self, rep: SimReplica, generation: int) -> None:
         if generation == rep.generation and rep.hold_at <= self.now:
             rep.hold_at = math.inf
             self._try_start(rep)
 
-    def _call_done(self, rep: Replica, generation: int, slices, cls: TrafficClass) -> None:
+    def _call_done(self, rep: SimReplica, generation: int, slices, cls: TrafficClass) -> None:
         if generation != rep.generation:
             return  # the replica died during the call
         rep.running = False
@@ -531,7 +531,7 @@ class FleetSim:
         return int(t // self.settings.bucket_s)
 
     # ---- replicas and cards -----------------------------------------------------------------
-    def _live(self, name: str) -> list[Replica]:
+    def _live(self, name: str) -> list[SimReplica]:
         """Replicas that count towards the target: starting or ready."""
         return [r for r in self.replicas[name] if r.state in ("starting", "ready")]
 
@@ -544,7 +544,7 @@ class FleetSim:
             return False
         slot = d.slots[index]
         card, node = self._moved.get(slot.card, (slot.card, slot.node))
-        rep = Replica(
+        rep = SimReplica(
             next(self._ids),
             slot,
             index,
@@ -574,7 +574,7 @@ class FleetSim:
             self.at(self.now + self.settings.replica_start_s, self._ready, rep)
         return True
 
-    def _ready(self, rep: Replica) -> None:
+    def _ready(self, rep: SimReplica) -> None:
         if rep.state != "starting":
             return
         rep.state = "ready"
@@ -590,7 +590,7 @@ class FleetSim:
         ):
             self._route(backlog.pop(0 if fifo else self.rng.randrange(len(backlog))))
 
-    def _stop_replica(self, rep: Replica) -> None:
+    def _stop_replica(self, rep: SimReplica) -> None:
         """Scale-down: no new requests; the queue drains, then the card is released."""
         if rep.state == "starting":
             rep.state = "gone"
@@ -600,7 +600,7 @@ class FleetSim:
         if not rep.pending and not rep.running:
             self._retire(rep)
 
-    def _retire(self, rep: Replica) -> None:
+    def _retire(self, rep: SimReplica) -> None:
         rep.state = "gone"
         self._release_card(rep.card)
 
@@ -619,7 +619,7 @@ class FleetSim:
             self.out.cost[(self._bucket(t), gpu.name)] += (stop - t) / 3600 * gpu.price_per_hour
             t = stop
 
-    def _fail_node(self, failure: Failure) -> None:
+    def _fail_node(self, failure: SimFailure) -> None:
         """The node with the most live replicas fails: they die, their requests are retried
         elsewhere, the slots move to fresh cards, and replacements start at once."""
         live = [
@@ -702,7 +702,7 @@ class FleetSim:
         self.out.running_timeline.append((self.now, running))
         self.at(self.now + s.interval_s, self._autoscale_tick)
 
-    def _wanted(self, d: SimDeployment, live: list[Replica]) -> int:
+    def _wanted(self, d: SimDeployment, live: list[SimReplica]) -> int:
         bounds = self._busy_policy[d.name]
         if self.policy.scaler == "ongoing":
             samples = self._ongoing[d.name]

@@ -45,7 +45,7 @@ class Case:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class HostileOutcome:
     """status : HTTP status or gRPC code name; answer_bytes : body (HTTP) or details and
     trailers (gRPC); peak_mb : growth of the ingress's peak RSS during the request."""
 
@@ -318,7 +318,7 @@ def measure(
     case: Case,
     send: Callable[[Case], tuple[int | str, int]],
     memory: IngressMemory | None = None,
-) -> Outcome:
+) -> HostileOutcome:
     """Send ``case`` once with ``send`` (returns status and answer bytes) and measure it."""
     before = None
     if memory is not None:
@@ -328,7 +328,7 @@ def measure(
     status, answer = send(case)
     seconds = time.perf_counter() - t0
     peak = None if memory is None or before is None else memory.peak_mb() - before
-    return Outcome(case.name, status, answer, seconds, peak, len(case.body))
+    return HostileOutcome(case.name, status, answer, seconds, peak, len(case.body))
 
 
 def http_sender(base_url: str, timeout_s: float = 60.0) -> Callable[[Case], tuple[int, int]]:

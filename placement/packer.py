@@ -60,7 +60,7 @@ class ReplicaConfig:
 
 
 @dataclass(frozen=True)
-class Replica:
+class PlacedReplica:
     config: ReplicaConfig
     card: int  # Card.id
 
@@ -69,13 +69,13 @@ class Replica:
 class Plan:
     method: str
     cards: list[Card]
-    replicas: list[Replica]
+    replicas: list[PlacedReplica]
     solve_s: float = 0.0
     optimal: bool | None = None
     notes: list[str] = field(default_factory=list)
 
-    def by_card(self) -> dict[int, list[Replica]]:
-        out: dict[int, list[Replica]] = defaultdict(list)
+    def by_card(self) -> dict[int, list[PlacedReplica]]:
+        out: dict[int, list[PlacedReplica]] = defaultdict(list)
         for r in self.replicas:
             out[r.card].append(r)
         return dict(out)
@@ -292,7 +292,7 @@ def plan_milp(
         return plan
     replicas = []
     for j, (i, card_id) in enumerate(x_index):
-        replicas += [Replica(cfg_list[i][2], card_id)] * round(res.x[n_w + j])
+        replicas += [PlacedReplica(cfg_list[i][2], card_id)] * round(res.x[n_w + j])
     plan = Plan("milp", cards, replicas, time.perf_counter() - t0, optimal=res.status == 0)
     if res.status != 0:
         plan.notes.append(f"milp: {res.message}")
@@ -373,7 +373,7 @@ def plan_one_per_gpu(
 
 def _first_fit(
     cards: list[Card], chosen: list[ReplicaConfig], key
-) -> tuple[list[Replica], str | None]:
+) -> tuple[list[PlacedReplica], str | None]:
     """Place ``replicas_needed`` of each config, sorted by ``key``, first fit on open cards
     of the right type before opening a new one (cheapest first). (placed, None) or
     (partial, deployment that did not fit)."""
@@ -403,7 +403,7 @@ def _first_fit(
             target = new.id
         share_left[target] -= cfg.share
         mem_left[target] -= cfg.memory_mb
-        placed.append(Replica(cfg, target))
+        placed.append(PlacedReplica(cfg, target))
     return placed, None
 
 

@@ -22,7 +22,7 @@ from ray.serve.handle import DeploymentHandle
 from domain import DispatchWeights
 from etr import Prediction
 from planner.dispatch_round import Assigned, RoundArrays
-from planner.pdptw.instance import Instance
+from planner.pdptw.instance import PdptwInstance
 from serve_app.failover import Failover
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.errors import InvalidInput
@@ -67,7 +67,7 @@ class SolverHandle:
         )
 
     async def solve_pdptw(
-        self, instance: Instance, time_limit_s: float, seed: int, ctx: CallContext
+        self, instance: PdptwInstance, time_limit_s: float, seed: int, ctx: CallContext
     ) -> dict[str, Any]:
         return await self.failover.call(
             f"{self.name}.solve_pdptw",

@@ -66,7 +66,7 @@ class _Order(Struct, forbid_unknown_fields=True):
     dropoff_service_s: _Duration = 0.0
 
 
-class _Stop(Struct, forbid_unknown_fields=True):
+class _WireStop(Struct, forbid_unknown_fields=True):
     order_id: _Id
     kind: StopKind
 
@@ -88,7 +88,7 @@ def _wire_round(limits: Limits) -> type[Struct]:
         position: _Position
         speed_mps: Annotated[float, Meta(ge=MIN_SPEED_MPS, le=50)]
         capacity: Annotated[float, Meta(gt=0, le=10_000)]
-        route: Annotated[list[_Stop], Meta(max_length=stops)] = []
+        route: Annotated[list[_WireStop], Meta(max_length=stops)] = []
         orders: Annotated[list[_Order], Meta(max_length=stops)] = []
         picked_up: Annotated[list[_Id], Meta(max_length=stops)] = []
         available_at: _Seconds | None = None

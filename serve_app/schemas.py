@@ -34,7 +34,7 @@ from domain import (
     StopKind,
 )
 from etr import Prediction
-from planner.pdptw.instance import Instance, InstanceError, build_instance
+from planner.pdptw.instance import PdptwInstance, PdptwInstanceError, build_instance
 from serve_app.config import Limits
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput, TooLarge
@@ -382,7 +382,7 @@ class SolveRequest(_Model):
 
     @classmethod
     def from_instance(
-        cls, instance: Instance, time_limit_s: float = 5.0, seed: int = 0
+        cls, instance: PdptwInstance, time_limit_s: float = 5.0, seed: int = 0
     ) -> SolveRequest:
         """The request for a parsed Li & Lim instance (``planner.pdptw.load_instance``)."""
         delivery_of = {int(p): int(d) for p, d in instance.pairs}
@@ -430,7 +430,7 @@ class SolveRequest(_Model):
             instance = build_instance(
                 self.name, self.vehicles, self.capacity, rows, lambda k: f"tasks[{k}]"
             )
-        except InstanceError as exc:
+        except PdptwInstanceError as exc:
             raise InvalidInput.at(("body", "tasks", exc.row or 0), exc.reason) from exc
         return SolveCall(instance, self.time_limit_s, self.seed, self.model_dump(exclude={"name"}))
 

@@ -190,3 +190,18 @@ def test_the_pipeline_loads_only_the_floors_below_it_and_its_own_modules():
         "assert not outside and not app, sorted(outside | app)\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_no_class_name_is_defined_in_two_modules():
+    """A name says what a thing is: two classes of one name in the product are two things a
+    reader confuses (the fleet's simulated replica and the packer's planned one, say)."""
+    from collections import defaultdict
+
+    root = ROOT
+    where: dict[str, list[str]] = defaultdict(list)
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for name in re.findall(r"(?m)^class (\w+)", path.read_text()):
+                where[name].append(str(path.relative_to(root)))
+    twice = {name: paths for name, paths in where.items() if len(paths) > 1}
+    assert twice == {}

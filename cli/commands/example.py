@@ -45,11 +45,11 @@ def run(args: argparse.Namespace) -> int:
         req = EtrRequest(orders=[OrderIn.from_domain(o) for o in orders])
         print(req.model_dump_json(indent=indent))
     else:
-        from planner.pdptw.instance import InstanceError, load_instance
+        from planner.pdptw.instance import PdptwInstanceError, load_instance
 
         try:
             instance = load_instance(args.source)
-        except InstanceError as exc:
+        except PdptwInstanceError as exc:
             print(f"orml example solve: {exc}", file=sys.stderr)
             return 2
         req = SolveRequest.from_instance(instance, args.time_limit, args.seed)

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.mdrp import InstanceError, ReplayPolicy, evaluate, load_instance, replay
+    from planner.mdrp import MdrpInstanceError, ReplayPolicy, evaluate, load_instance, replay
     from planner.mdrp.solution import write_solution
 
     if args.round_s % 60:
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         inst = load_instance(args.instance)
-    except InstanceError as exc:
+    except MdrpInstanceError as exc:
         print(f"orml replay: {exc}", file=sys.stderr)
         return 2
     try:

@@ -21,12 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from planner.pdptw.evaluate import evaluate, write_sintef
-    from planner.pdptw.instance import InstanceError, load_instance
+    from planner.pdptw.instance import PdptwInstanceError, load_instance
     from planner.pdptw.solve import solve
 
     try:
         inst = load_instance(args.instance)
-    except InstanceError as exc:
+    except PdptwInstanceError as exc:
         print(f"orml solve: {exc}", file=sys.stderr)
         return 2
     sol = solve(inst, time_limit_s=args.time_limit, seed=args.seed, iterations=args.iterations)

@@ -2,15 +2,15 @@
 our dispatch, the library's solution files, and an evaluator that shares no code with the
 replay."""
 
-from planner.mdrp.evaluate import Evaluation, evaluate
-from planner.mdrp.instance import Instance, InstanceError, load_instance
+from planner.mdrp.evaluate import MdrpEvaluation, evaluate
+from planner.mdrp.instance import MdrpInstance, MdrpInstanceError, load_instance
 from planner.mdrp.replay import Replay, ReplayPolicy, replay
 from planner.mdrp.solution import write_solution
 
 __all__ = [
-    "Evaluation",
-    "Instance",
-    "InstanceError",
+    "MdrpEvaluation",
+    "MdrpInstance",
+    "MdrpInstanceError",
     "Replay",
     "ReplayPolicy",
     "evaluate",

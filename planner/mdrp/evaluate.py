@@ -67,7 +67,7 @@ class Metrics:
 
 
 @dataclass
-class Evaluation:
+class MdrpEvaluation:
     feasible: bool
     metrics: Metrics
     violations: list[str] = field(default_factory=list)
@@ -308,7 +308,7 @@ def _metrics(
     )
 
 
-def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
+def evaluate(instance_dir: Path, solution_dir: Path) -> MdrpEvaluation:
     """Check the solution in ``solution_dir`` against ``instance_dir``; lists every violation
     (``feasible`` is True when there are none) and computes the metrics. Raises
     SolutionFormatError naming the file and line of a file that cannot be read."""
@@ -319,4 +319,4 @@ def evaluate(instance_dir: Path, solution_dir: Path) -> Evaluation:
     drop_of = _check_orders(sol / "solution_info_orders.txt", bundles, bundle_of, problems)
     busy = _check_moves(day, sol / "solution_info_couriers.txt", bundles, drop_of, problems)
     metrics = _metrics(day, bundles, bundle_of, drop_of, busy)
-    return Evaluation(not problems, metrics, problems)
+    return MdrpEvaluation(not problems, metrics, problems)

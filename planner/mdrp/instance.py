@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-class InstanceError(ValueError):
+class MdrpInstanceError(ValueError):
     """A malformed instance folder; the message names the file and the line."""
 
 
@@ -61,7 +61,7 @@ class Parameters:
 
 
 @dataclass(frozen=True)
-class Instance:
+class MdrpInstance:
     name: str
     orders: tuple[MdrpOrder, ...]
     restaurants: dict[str, Restaurant]
@@ -77,17 +77,17 @@ def _rows(path: Path, columns: int) -> list[tuple[int, list[str]]]:
     try:
         text = path.read_text()
     except OSError as exc:
-        raise InstanceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise MdrpInstanceError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     lines = text.splitlines()
     if not lines:
-        raise InstanceError(f"{path}:1: empty file (a header line is expected)")
+        raise MdrpInstanceError(f"{path}:1: empty file (a header line is expected)")
     rows = []
     for k, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
         fields = line.split("\t") if "\t" in line else line.split()
         if len(fields) != columns:
-            raise InstanceError(f"{path}:{k}: expected {columns} fields, got {len(fields)}")
+            raise MdrpInstanceError(f"{path}:{k}: expected {columns} fields, got {len(fields)}")
         rows.append((k, [f.strip() for f in fields]))
     return rows
 
@@ -96,23 +96,23 @@ def _number(path: Path, line: int, name: str, text: str, integer: bool = False) 
     try:
         value = float(text)
     except ValueError:
-        raise InstanceError(f"{path}:{line}: {name} is not a number: {text!r}") from None
+        raise MdrpInstanceError(f"{path}:{line}: {name} is not a number: {text!r}") from None
     if not math.isfinite(value) or (integer and value != int(value)):
-        raise InstanceError(
+        raise MdrpInstanceError(
             f"{path}:{line}: {name} must be a finite {'integer' if integer else 'number'}: {text!r}"
         )
     return int(value) if integer else value
 
 
-def load_instance(folder: Path) -> Instance:
-    """Read an instance folder; raises InstanceError naming ``file:line`` on any problem."""
+def load_instance(folder: Path) -> MdrpInstance:
+    """Read an instance folder; raises MdrpInstanceError naming ``file:line`` on any problem."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InstanceError(f"{folder}: not an instance folder")
+        raise MdrpInstanceError(f"{folder}: not an instance folder")
     path = folder / "instance_parameters.txt"
     rows = _rows(path, 7)
     if len(rows) != 1:
-        raise InstanceError(f"{path}: expected one line of values, got {len(rows)}")
+        raise MdrpInstanceError(f"{path}: expected one line of values, got {len(rows)}")
     line, f = rows[0]
     params = Parameters(
         meters_per_minute=_number(path, line, "meters_per_minute", f[0]),
@@ -124,13 +124,13 @@ def load_instance(folder: Path) -> Instance:
         pay_per_hour=_number(path, line, "guaranteed pay per hour", f[6]),
     )
     if params.meters_per_minute <= 0:
-        raise InstanceError(f"{path}:{line}: meters_per_minute must be > 0")
+        raise MdrpInstanceError(f"{path}:{line}: meters_per_minute must be > 0")
 
     path = folder / "restaurants.txt"
     restaurants: dict[str, Restaurant] = {}
     for line, f in _rows(path, 3):
         if f[0] in restaurants:
-            raise InstanceError(f"{path}:{line}: duplicate restaurant id {f[0]!r}")
+            raise MdrpInstanceError(f"{path}:{line}: duplicate restaurant id {f[0]!r}")
         restaurants[f[0]] = Restaurant(
             f[0], _number(path, line, "x", f[1]), _number(path, line, "y", f[2])
         )
@@ -139,13 +139,13 @@ def load_instance(folder: Path) -> Instance:
     orders, seen = [], set()
     for line, f in _rows(path, 6):
         if f[0] in seen:
-            raise InstanceError(f"{path}:{line}: duplicate order id {f[0]!r}")
+            raise MdrpInstanceError(f"{path}:{line}: duplicate order id {f[0]!r}")
         if f[4] not in restaurants:
-            raise InstanceError(f"{path}:{line}: unknown restaurant {f[4]!r}")
+            raise MdrpInstanceError(f"{path}:{line}: unknown restaurant {f[4]!r}")
         placed = int(_number(path, line, "placement_time", f[3], True))
         ready = int(_number(path, line, "ready_time", f[5], True))
         if ready < placed:
-            raise InstanceError(
+            raise MdrpInstanceError(
                 f"{path}:{line}: ready_time {ready} is before placement_time {placed}"
             )
         seen.add(f[0])
@@ -164,18 +164,18 @@ def load_instance(folder: Path) -> Instance:
     couriers, seen = [], set()
     for line, f in _rows(path, 5):
         if f[0] in seen:
-            raise InstanceError(f"{path}:{line}: duplicate courier id {f[0]!r}")
+            raise MdrpInstanceError(f"{path}:{line}: duplicate courier id {f[0]!r}")
         on = int(_number(path, line, "on_time", f[3], True))
         off = int(_number(path, line, "off_time", f[4], True))
         if off <= on:
-            raise InstanceError(f"{path}:{line}: off_time {off} is not after on_time {on}")
+            raise MdrpInstanceError(f"{path}:{line}: off_time {off} is not after on_time {on}")
         seen.add(f[0])
         couriers.append(
             Courier(f[0], _number(path, line, "x", f[1]), _number(path, line, "y", f[2]), on, off)
         )
     if not couriers:
-        raise InstanceError(f"{folder / 'couriers.txt'}: no couriers")
-    return Instance(
+        raise MdrpInstanceError(f"{folder / 'couriers.txt'}: no couriers")
+    return MdrpInstance(
         name=folder.name,
         orders=tuple(sorted(orders, key=lambda o: (o.placed, o.id))),
         restaurants=restaurants,

@@ -73,7 +73,7 @@ from dataclasses import dataclass, field, replace
 from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider
 from domain.geo import EARTH_RADIUS_M
 from planner.dispatch_round import dispatch_round
-from planner.mdrp.instance import Courier, Instance, MdrpOrder, Restaurant
+from planner.mdrp.instance import Courier, MdrpInstance, MdrpOrder, Restaurant
 
 _DEG_PER_M = 180.0 / (math.pi * EARTH_RADIUS_M)
 SHIFT_RETRIES = 3
@@ -215,7 +215,7 @@ class DaySimulator:
 
     def __init__(
         self,
-        instance: Instance,
+        instance: MdrpInstance,
         policy: ReplayPolicy = ReplayPolicy(),
         decide: Decide = decide_in_process,
     ) -> None:
@@ -821,7 +821,7 @@ def _minute(t: float) -> int:
 
 
 def replay(
-    instance: Instance,
+    instance: MdrpInstance,
     policy: ReplayPolicy = ReplayPolicy(),
     decide: Decide = decide_in_process,
     progress: Callable[[int, int], None] | None = None,

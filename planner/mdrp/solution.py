@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from planner.mdrp.instance import Instance
+from planner.mdrp.instance import MdrpInstance
 from planner.mdrp.replay import Replay
 
 FILES = ("solution_info_assignments.txt", "solution_info_orders.txt", "solution_info_couriers.txt")
 
 
-def write_solution(instance: Instance, day: Replay, folder: Path) -> list[Path]:
+def write_solution(instance: MdrpInstance, day: Replay, folder: Path) -> list[Path]:
     """Write the three files into ``folder`` (created); returns their paths."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

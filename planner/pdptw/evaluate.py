@@ -12,18 +12,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from planner.pdptw.instance import Instance
+from planner.pdptw.instance import PdptwInstance
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class PdptwEvaluation:
     feasible: bool
     vehicles: int
     distance: float
     violations: list[str] = field(default_factory=list)
 
 
-def evaluate(inst: Instance, routes: list[list[int]]) -> Evaluation:
+def evaluate(inst: PdptwInstance, routes: list[list[int]]) -> PdptwEvaluation:
     """Check ``routes`` (task ids, depot omitted) against ``inst``; lists every violation."""
     problems: list[str] = []
     routes = [r for r in routes if r]
@@ -75,7 +75,7 @@ def evaluate(inst: Instance, routes: list[list[int]]) -> Evaluation:
                 problems.append(f"route {v + 1}: pickup {p} and delivery {dl} on different routes")
             elif p in pos and pos[p] > pos[dl]:
                 problems.append(f"route {v + 1}: delivery {dl} before its pickup {p}")
-    return Evaluation(not problems, len(routes), total, problems)
+    return PdptwEvaluation(not problems, len(routes), total, problems)
 
 
 def write_sintef(routes: list[list[int]], path) -> None:

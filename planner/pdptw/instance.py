@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 
-class InstanceError(ValueError):
+class PdptwInstanceError(ValueError):
     """A malformed instance; the message names the file and the line (or the request field).
 
     row : the task row at fault when ``build_instance`` raised it, else None;
@@ -29,7 +29,7 @@ class InstanceError(ValueError):
 
 
 @dataclass(frozen=True)
-class Instance:
+class PdptwInstance:
     """A PDPTW instance. Arrays are indexed by task id (0 = depot), N = number of tasks + 1.
 
     xy : float64[N, 2]; demand : int64[N]; earliest, latest, service : float64[N];
@@ -54,31 +54,31 @@ class Instance:
         return float(np.hypot(*(self.xy[a] - self.xy[b])))
 
 
-def load_instance(path: Path) -> Instance:
-    """Parse a Li & Lim file; raises InstanceError naming ``path:line`` on any problem."""
+def load_instance(path: Path) -> PdptwInstance:
+    """Parse a Li & Lim file; raises PdptwInstanceError naming ``path:line`` on any problem."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise InstanceError(str(path), f"cannot read ({exc.strerror or exc})") from exc
+        raise PdptwInstanceError(str(path), f"cannot read ({exc.strerror or exc})") from exc
     lines = [(k, ln.split()) for k, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
     if not lines:
-        raise InstanceError(f"{path}:1", "empty file")
+        raise PdptwInstanceError(f"{path}:1", "empty file")
     (hline, head), body = lines[0], lines[1:]
     try:
         vehicles, capacity = int(head[0]), int(head[1])
     except (IndexError, ValueError) as exc:
-        raise InstanceError(f"{path}:{hline}", "expected 'vehicles capacity speed'") from exc
+        raise PdptwInstanceError(f"{path}:{hline}", "expected 'vehicles capacity speed'") from exc
     rows = []
     for line, fields in body:
         if len(fields) != 9:
-            raise InstanceError(f"{path}:{line}", f"expected 9 fields, got {len(fields)}")
+            raise PdptwInstanceError(f"{path}:{line}", f"expected 9 fields, got {len(fields)}")
         try:
             rows.append(tuple(float(f) for f in fields))
         except ValueError as exc:
-            raise InstanceError(f"{path}:{line}", f"not a number ({exc})") from exc
+            raise PdptwInstanceError(f"{path}:{line}", f"not a number ({exc})") from exc
     if not rows:
-        raise InstanceError(f"{path}:{hline}", "no tasks")
+        raise PdptwInstanceError(f"{path}:{hline}", "no tasks")
     line_of = [line for line, _ in body]
     return build_instance(path.stem, vehicles, capacity, rows, lambda k: f"{path}:{line_of[k]}")
 
@@ -89,20 +89,20 @@ def build_instance(
     capacity: int,
     rows: list[tuple[float, ...]],
     where: Callable[[int], str],
-) -> Instance:
+) -> PdptwInstance:
     """An instance from rows ``(id, x, y, demand, earliest, latest, service, pickup_index,
     delivery_index)``, task 0 the depot. ``where(k)`` names row k in errors (a file line, or a
-    request field). Raises InstanceError for ids out of order, inverted windows, zero demand or
+    request field). Raises PdptwInstanceError for ids out of order, inverted windows, zero demand or
     a pickup and delivery that do not name each other.
     """
     if vehicles < 1 or capacity < 1:
-        raise InstanceError(where(0), "vehicles and capacity must be >= 1", 0)
+        raise PdptwInstanceError(where(0), "vehicles and capacity must be >= 1", 0)
     parsed = []
     for k, (tid, x, y, dem, e, l_, svc, p_idx, d_idx) in enumerate(rows):
         if int(tid) != k:
-            raise InstanceError(where(k), f"task id {int(tid)} out of order (expected {k})", k)
+            raise PdptwInstanceError(where(k), f"task id {int(tid)} out of order (expected {k})", k)
         if l_ < e:
-            raise InstanceError(where(k), f"latest {l_} before earliest {e}", k)
+            raise PdptwInstanceError(where(k), f"latest {l_} before earliest {e}", k)
         parsed.append((k, x, y, int(dem), e, l_, svc, int(p_idx), int(d_idx)))
     rows = parsed  # type: ignore[assignment]
     n = len(rows)
@@ -111,16 +111,16 @@ def build_instance(
         if dem > 0:
             ok = 0 < d_idx < n and rows[d_idx][3] == -dem and rows[d_idx][7] == k
             if not ok:
-                raise InstanceError(where(k), f"pickup {k} has no matching delivery", k)
+                raise PdptwInstanceError(where(k), f"pickup {k} has no matching delivery", k)
             pairs.append((k, d_idx))
         elif dem < 0:
             ok = 0 < p_idx < n and rows[p_idx][3] == -dem and rows[p_idx][8] == k
             if not ok:
-                raise InstanceError(where(k), f"delivery {k} has no matching pickup", k)
+                raise PdptwInstanceError(where(k), f"delivery {k} has no matching pickup", k)
         else:
-            raise InstanceError(where(k), f"task {k} has zero demand", k)
+            raise PdptwInstanceError(where(k), f"task {k} has zero demand", k)
     a = np.array([r[1:7] for r in rows], dtype=np.float64)
-    return Instance(
+    return PdptwInstance(
         name=name,
         vehicles=vehicles,
         capacity=capacity,

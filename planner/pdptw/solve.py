@@ -37,7 +37,7 @@ import numpy as np
 
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.insertion_costs import insertion_costs
-from planner.pdptw.instance import Instance
+from planner.pdptw.instance import PdptwInstance
 
 _EPS = 1e-3  # float32 kernels against a float64 evaluator: keep a hair inside every window
 
@@ -52,13 +52,13 @@ class Solution:
     seconds: float
 
 
-def route_distance(inst: Instance, route: list[int]) -> float:
+def route_distance(inst: PdptwInstance, route: list[int]) -> float:
     """Depot -> route -> depot, unrounded Euclidean."""
     path = inst.xy[[0, *route, 0]]
     return float(np.hypot(*np.diff(path, axis=0).T).sum())
 
 
-def pack_routes(inst: Instance, routes: list[list[int]]) -> RouteArrays:
+def pack_routes(inst: PdptwInstance, routes: list[list[int]]) -> RouteArrays:
     """Routes (task ids) plus their fixed depot end, as kernel arrays."""
     n_slots = max([len(r) for r in routes] + [0]) + 1
     ra = RouteArrays.empty(len(routes), n_slots)
@@ -82,7 +82,7 @@ def pack_routes(inst: Instance, routes: list[list[int]]) -> RouteArrays:
     return ra.check()
 
 
-def pack_requests(inst: Instance, pairs: np.ndarray) -> OrderArrays:
+def pack_requests(inst: PdptwInstance, pairs: np.ndarray) -> OrderArrays:
     p, d = pairs[:, 0], pairs[:, 1]
     f = np.float32
     return OrderArrays(
@@ -101,7 +101,7 @@ def pack_requests(inst: Instance, pairs: np.ndarray) -> OrderArrays:
 
 
 def regret_insert(
-    inst: Instance,
+    inst: PdptwInstance,
     routes: list[list[int]],
     requests: list[int],
     vehicle_cost: float,
@@ -185,7 +185,7 @@ STRING_MAX = 10  # longest string cut from one route (SISR's L-max)
 GREEDY_SHARE = 0.5  # of distance steps that recreate greedily, in random order, not by regret
 
 
-def _objective(inst: Instance, routes: list[list[int]]) -> tuple[int, float]:
+def _objective(inst: PdptwInstance, routes: list[list[int]]) -> tuple[int, float]:
     return len([r for r in routes if r]), sum(route_distance(inst, r) for r in routes)
 
 
@@ -198,7 +198,7 @@ class _Ruins:
     related: np.ndarray  # int64[P, P]: row k = requests by pickup + delivery distance to k
 
     @classmethod
-    def of(cls, inst: Instance) -> _Ruins:
+    def of(cls, inst: PdptwInstance) -> _Ruins:
         p, d = inst.xy[inst.pairs[:, 0]], inst.xy[inst.pairs[:, 1]]
         dist = np.hypot(*(p[:, None] - p[None]).transpose(2, 0, 1)) + np.hypot(
             *(d[:, None] - d[None]).transpose(2, 0, 1)
@@ -309,7 +309,7 @@ class _Clock:
 
 
 def _eliminate_vehicles(
-    inst: Instance,
+    inst: PdptwInstance,
     routes: list[list[int]],
     ruins: _Ruins,
     rng: np.random.Generator,
@@ -351,7 +351,7 @@ def _eliminate_vehicles(
 
 
 def _improve_distance(
-    inst: Instance,
+    inst: PdptwInstance,
     routes: list[list[int]],
     ruins: _Ruins,
     rng: np.random.Generator,
@@ -391,7 +391,7 @@ def _improve_distance(
 
 
 def solve(
-    inst: Instance,
+    inst: PdptwInstance,
     *,
     time_limit_s: float,
     seed: int = 0,

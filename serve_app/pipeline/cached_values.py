@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from planner.pdptw.evaluate import evaluate
-from planner.pdptw.instance import Instance
+from planner.pdptw.instance import PdptwInstance
 
 #: Minutes from creation to delivery a cached prediction may hold: one day.
 MAX_MINUTES = 1440.0
@@ -56,7 +56,7 @@ def etr_answer_check(version: str, max_orders: int) -> Callable[[Any], bool]:
     return check
 
 
-def solution_check(instance: Instance) -> Callable[[Any], bool]:
+def solution_check(instance: PdptwInstance) -> Callable[[Any], bool]:
     """The check of a cached ``solve`` value for ``instance``."""
 
     def check(value: Any) -> bool:

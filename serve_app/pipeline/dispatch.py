@@ -40,7 +40,7 @@ from domain import DispatchPlan, DispatchRound, Order
 from etr import Prediction
 from etr.features import features_from_orders
 from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
-from planner.pdptw.instance import Instance
+from planner.pdptw.instance import PdptwInstance
 from serve_app.pipeline.admission import Admission
 from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
 from serve_app.pipeline.context import CallContext
@@ -111,7 +111,7 @@ class EtrCall:
 class SolveCall:
     """instance : validated; key_payload : its canonical form (the cache key's input)."""
 
-    instance: Instance
+    instance: PdptwInstance
     time_limit_s: float
     seed: int
     key_payload: Any

@@ -16,7 +16,7 @@ from cache import MultiLevelCache, Quantisation
 from domain import DispatchWeights
 from etr import Prediction
 from planner.dispatch_round import Assigned, RoundArrays
-from planner.pdptw.instance import Instance
+from planner.pdptw.instance import PdptwInstance
 from serve_app.pipeline.context import CallContext
 
 
@@ -33,7 +33,7 @@ class Solver(Protocol):
         ...
 
     async def solve_pdptw(
-        self, instance: Instance, time_limit_s: float, seed: int, ctx: CallContext
+        self, instance: PdptwInstance, time_limit_s: float, seed: int, ctx: CallContext
     ) -> dict[str, Any]:
         """A static solve's summary: instance, vehicles, distance, feasible, seconds, routes."""
         ...

@@ -8,11 +8,11 @@ import pytest
 
 from devices.catalog import gpu_types
 from domain import TrafficClass
-from fleet.engine import Failure, FleetSim, Policy, Settings, SimDeployment, Slot
+from fleet.engine import FleetSim, Policy, SimDeployment, SimFailure, SimSettings, Slot
 
 A10 = gpu_types()["A10"]
 ONLINE, OFFLINE = TrafficClass.ONLINE, TrafficClass.OFFLINE
-EXACT = Settings(replica_start_s=0.0, jitter_sigma=0.0)
+EXACT = SimSettings(replica_start_s=0.0, jitter_sigma=0.0)
 FIXED = Policy("fixed", scaler="fixed")
 
 
@@ -75,8 +75,8 @@ def test_a_failed_node_loses_no_request() -> None:
         one_card(slots=2, nodes=2),
         arrivals,
         lambda m, g, w: 5.0,
-        failures=[Failure(at_s=0.2, down_s=60.0)],
-        settings=Settings(replica_start_s=0.05, jitter_sigma=0.0),
+        failures=[SimFailure(at_s=0.2, down_s=60.0)],
+        settings=SimSettings(replica_start_s=0.05, jitter_sigma=0.0),
     )
     answered = sum(out.ok.values()) + sum(out.late.values()) + sum(out.shed.values())
     assert answered == 400 and out.retried > 0
@@ -88,7 +88,7 @@ def test_busy_autoscaling_follows_a_surge_after_the_delay() -> None:
     # 20 ms calls; 10/s for 100 s (Busy 0.2), then 120/s (2.4 replicas' worth) for 200 s.
     arrivals = [(0.1 * k, "d", ONLINE, 1, 1.0, 0) for k in range(1000)]
     arrivals += [(100.0 + k / 120, "d", ONLINE, 1, 1.0, 0) for k in range(24000)]
-    settings = Settings(replica_start_s=5.0, jitter_sigma=0.0, upscale_delay_s=30.0, bucket_s=50)
+    settings = SimSettings(replica_start_s=5.0, jitter_sigma=0.0, upscale_delay_s=30.0, bucket_s=50)
     _, out = run(
         one_card(slots=6, slo_s=1.0),
         arrivals,
@@ -113,7 +113,7 @@ def test_requests_waiting_at_the_handle_get_a_replica_in_the_order_set() -> None
     arrivals = [(0.0001 * k, "d", ONLINE, 1, 1.0, 0) for k in range(20)]
     answered = {}
     for order in ("fifo", "random"):
-        settings = Settings(
+        settings = SimSettings(
             replica_start_s=0.0,
             jitter_sigma=0.0,
             max_ongoing_requests=1,
@@ -155,7 +155,7 @@ def test_the_apps_admission_lane_admits_queues_and_sheds_by_hand() -> None:
     # first runs (0 -> 0.1), the second waits in the lane and runs 0.1 -> 0.2, the third finds
     # the queue full and is shed at once; at 0.25 the lane is free again.
     arrivals = [(t, "d", ONLINE, 1, 1.0, 0) for t in (0.0, 0.01, 0.02, 0.25)]
-    lanes = Settings(replica_start_s=0.0, jitter_sigma=0.0, lanes=(("d", 1, 1),))
+    lanes = SimSettings(replica_start_s=0.0, jitter_sigma=0.0, lanes=(("d", 1, 1),))
     sim, out = run(one_card(slo_s=1.0), arrivals, lambda m, g, w: 100.0, settings=lanes)
     assert sorted(out.latencies[0]) == pytest.approx([0.1, 0.1, 0.19])
     assert sum(out.shed.values()) == 1
@@ -181,7 +181,7 @@ def test_a_request_queued_in_its_lane_past_its_deadline_is_shed_there() -> None:
     # Timeout 10 s (one_card); a 20 s call holds the only slot: the queued request's deadline
     # passes in the lane and it never reaches a replica.
     arrivals = [(0.0, "d", ONLINE, 1, 1.0, 0), (0.5, "d", ONLINE, 1, 1.0, 0)]
-    lanes = Settings(replica_start_s=0.0, jitter_sigma=0.0, lanes=(("d", 1, 4),))
+    lanes = SimSettings(replica_start_s=0.0, jitter_sigma=0.0, lanes=(("d", 1, 4),))
     sim, out = run(one_card(slo_s=30.0), arrivals, lambda m, g, w: 20_000.0, settings=lanes)
     assert out.latencies[0] == pytest.approx([20.0])
     assert sum(out.shed.values()) == 1 and sim.lanes["d"].waiting == 0

@@ -11,7 +11,7 @@ import pytest
 
 from devices.catalog import gpu_types
 from domain import TrafficClass
-from fleet.engine import FleetSim, Policy, Settings, SimDeployment, Slot
+from fleet.engine import FleetSim, Policy, SimDeployment, SimSettings, Slot
 from fleet.tune import Trial, choose, planning_scenarios, single_type_choices
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ def test_a_per_deployment_target_reaches_that_deployment_s_autoscaler_only() -> 
         for k in range(1200)
         for i, name in enumerate("ab")
     ]
-    settings = Settings(
+    settings = SimSettings(
         replica_start_s=0.0,
         jitter_sigma=0.0,
         interval_s=1.0,

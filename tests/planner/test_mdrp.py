@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from domain import DispatchWeights
-from planner.mdrp import InstanceError, ReplayPolicy, evaluate, load_instance, replay
+from planner.mdrp import MdrpInstanceError, ReplayPolicy, evaluate, load_instance, replay
 from planner.mdrp.replay import _Rollouts, plan_variants
 from planner.mdrp.solution import FILES, write_solution
 from tests.mdrp_days import DAY, morning
@@ -84,13 +84,13 @@ def test_an_instance_loads_with_its_rules(tiny: Path):
 def test_a_bad_file_is_named_with_its_line(tmp_path: Path, name, old, new, message):
     files = dict(TINY)
     files[name] = files[name].replace(old, new)
-    with pytest.raises(InstanceError, match=message.replace(".", r"\.")):
+    with pytest.raises(MdrpInstanceError, match=message.replace(".", r"\.")):
         load_instance(_write(tmp_path / "bad", files))
 
 
 def test_a_missing_file_is_named(tiny: Path):
     (tiny / "couriers.txt").unlink()
-    with pytest.raises(InstanceError, match=r"couriers\.txt: cannot read"):
+    with pytest.raises(MdrpInstanceError, match=r"couriers\.txt: cannot read"):
         load_instance(tiny)
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from cli.main import main
 from planner.pdptw.evaluate import evaluate, read_sintef, write_sintef
-from planner.pdptw.instance import InstanceError, build_instance, load_instance
+from planner.pdptw.instance import PdptwInstanceError, build_instance, load_instance
 from planner.pdptw.solve import solve
 
 DATA = Path(__file__).resolve().parents[2] / "data/pdptw/instances"
@@ -86,7 +86,7 @@ def test_time_windows_depot_and_fleet_are_checked(tmp_path):
 def test_malformed_files_name_the_file_and_line(tmp_path, text, line, message):
     path = tmp_path / "bad.txt"
     path.write_text(text)
-    with pytest.raises(InstanceError, match=rf"bad.txt:{line}: .*{message}"):
+    with pytest.raises(PdptwInstanceError, match=rf"bad.txt:{line}: .*{message}"):
         load_instance(path)
 
 
