@@ -4,6 +4,8 @@ classes every queue serves them by (no imports of ours)."""
 from domain.geo import EARTH_RADIUS_M, LatLng, LocalProjection, haversine_m
 from domain.traffic import TrafficClass
 from domain.types import (
+    MAX_CLOCK_SPAN_S,
+    MIN_BOX_UNITS,
     MIN_SPEED_MPS,
     Assignment,
     CostBreakdown,
@@ -21,6 +23,8 @@ from domain.types import (
 
 __all__ = [
     "EARTH_RADIUS_M",
+    "MAX_CLOCK_SPAN_S",
+    "MIN_BOX_UNITS",
     "MIN_SPEED_MPS",
     "Assignment",
     "CostBreakdown",

@@ -17,6 +17,15 @@ from math import isfinite
 
 from domain.geo import LatLng
 
+#: The least size or capacity a round takes, in box units: the kernels sum loads in float32,
+#: where a size of 1e-300 is 0 (an order that takes no room) and a capacity of 5e-324 holds
+#: nothing, so such numbers would be accepted and silently mean something else.
+MIN_BOX_UNITS = 1e-3
+#: How far from a round's ``now`` its times may lie, seconds: the kernels keep times as float32
+#: seconds since ``now``, exact to well under a second within this span (a week), and a plan
+#: priced further out would disagree with itself (a cost and the plan's total apart).
+MAX_CLOCK_SPAN_S = 7 * 86_400.0
+
 
 def _finite(name: str, value: float) -> None:
     if not math.isfinite(value):
@@ -39,7 +48,7 @@ class Order:
     """A delivery: collect food at ``pickup`` once it is ready, bring it to ``dropoff``.
 
     created_at, ready_at, promised_at : seconds on the round's clock.
-    size : capacity units the order takes in a rider's box (> 0).
+    size : capacity units the order takes in a rider's box (>= ``MIN_BOX_UNITS``).
     pickup_service_s, dropoff_service_s : time spent at each stop, seconds.
     item_counts : how many of each menu item the order holds, in the ETR model's menu order
         (``etr.features.N_MENU_ITEMS`` entries; empty when unknown, read as zeros).
@@ -69,7 +78,7 @@ class Order:
             and isfinite(p)
             and c <= p
             and isfinite(s)
-            and s > 0
+            and s >= MIN_BOX_UNITS
             and self.items >= 0
             and isfinite(ps)
             and ps >= 0
@@ -89,8 +98,8 @@ class Order:
                 f"promised_at ({self.promised_at}) is before created_at ({self.created_at})"
             )
         _finite("size", self.size)
-        if self.size <= 0:
-            raise ValueError(f"size must be > 0, got {self.size!r}")
+        if self.size < MIN_BOX_UNITS:
+            raise ValueError(f"size must be >= {MIN_BOX_UNITS}, got {self.size!r}")
         if self.items < 0:
             raise ValueError(f"items must be >= 0, got {self.items!r}")
         _non_negative("pickup_service_s", self.pickup_service_s)
@@ -124,7 +133,7 @@ class Rider:
 
     speed_mps : travel speed, metres per second (>= MIN_SPEED_MPS; slower would round to 0 in the
         kernels' float32 and make every travel time infinite).
-    capacity : box capacity in the orders' size units (> 0).
+    capacity : box capacity in the orders' size units (>= ``MIN_BOX_UNITS``).
     orders : the orders on ``route`` (each one's pickup and drop-off, or only the drop-off when the
         order is in ``picked_up``).
     available_at : when the rider can leave ``position`` (seconds, round clock); ``None`` = now.
@@ -148,8 +157,10 @@ class Rider:
                 f"rider {self.id}: speed_mps must be >= {MIN_SPEED_MPS}, got {self.speed_mps!r}"
             )
         _finite("capacity", self.capacity)
-        if self.capacity <= 0:
-            raise ValueError(f"rider {self.id}: capacity must be > 0, got {self.capacity!r}")
+        if self.capacity < MIN_BOX_UNITS:
+            raise ValueError(
+                f"rider {self.id}: capacity must be >= {MIN_BOX_UNITS}, got {self.capacity!r}"
+            )
         if self.available_at is not None:
             _finite("available_at", self.available_at)
         self._check_route()
@@ -256,6 +267,31 @@ class DispatchRound:
         clash = carried.keys() & set(order_ids)
         if clash:
             raise ValueError(f"new orders already on a rider's route: {sorted(clash)[:5]}")
+        self._check_clock()
+
+    def _check_clock(self) -> None:
+        """Every time of the round within ``MAX_CLOCK_SPAN_S`` of ``now`` (ValueError naming
+        the first that is not)."""
+        lo, hi = self.now - MAX_CLOCK_SPAN_S, self.now + MAX_CLOCK_SPAN_S
+        every = (*self.orders, *(o for r in self.riders for o in r.orders))
+        times = [t for o in every for t in (o.created_at, o.ready_at, o.promised_at)]
+        times += [r.available_at for r in self.riders if r.available_at is not None]
+        if not times or (lo <= min(times) and max(times) <= hi):
+            return
+        for o in every:  # only to say which one
+            for name in ("created_at", "ready_at", "promised_at"):
+                t = getattr(o, name)
+                if not lo <= t <= hi:
+                    raise ValueError(
+                        f"order {o.id}: {name} {t!r} is more than {MAX_CLOCK_SPAN_S:.0f} s "
+                        f"from the round's now ({self.now!r})"
+                    )
+        for r in self.riders:
+            if r.available_at is not None and not lo <= r.available_at <= hi:
+                raise ValueError(
+                    f"rider {r.id}: available_at {r.available_at!r} is more than "
+                    f"{MAX_CLOCK_SPAN_S:.0f} s from the round's now ({self.now!r})"
+                )
 
 
 class UnassignedReason(StrEnum):

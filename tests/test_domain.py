@@ -126,3 +126,27 @@ def test_a_rider_slower_than_the_minimum_speed_is_refused():
     with pytest.raises(ValueError, match=r"speed_mps must be >= 0\.1"):
         Rider("r", LatLng(31.2, 121.4), 1.7e-121, 3.0)
     assert Rider("r", LatLng(31.2, 121.4), MIN_SPEED_MPS, 3.0).speed_mps == MIN_SPEED_MPS
+
+
+def test_numbers_the_kernels_cannot_hold_are_refused_naming_the_field():
+    """A size or capacity float32 would round to nothing, and times so far from the round's
+    now that float32 seconds lose them, are ValueErrors (a 422 at the edge), not plans that
+    quietly mean something else."""
+    from dataclasses import replace
+
+    import pytest
+
+    from domain import MAX_CLOCK_SPAN_S
+    from planner import generate_round
+
+    round_ = generate_round(2, 1, seed=1)
+    order = round_.orders[0]
+    with pytest.raises(ValueError, match="size must be >="):
+        replace(order, size=1e-300)
+    with pytest.raises(ValueError, match="capacity must be >="):
+        replace(round_.riders[0], capacity=5e-324)
+    far = replace(order, promised_at=round_.now + MAX_CLOCK_SPAN_S + 1)
+    with pytest.raises(ValueError, match=f"order {order.id}: promised_at"):
+        replace(round_, orders=(far,))
+    with pytest.raises(ValueError, match="from the round's now"):
+        replace(round_, now=0.0)  # every time near 1.77e9: unrepresentable against 0

@@ -151,3 +151,18 @@ def test_a_body_the_fast_path_accepts_is_read_as_the_models_read_it(seed, edits)
         assert want is not None, raw[:300]
         assert (got.round_, got.utc_offset_s) == want
         assert all(math.isfinite(o.created_at) for o in got.round_.orders)
+
+
+def test_times_the_kernels_cannot_hold_are_a_422_naming_the_field_on_both_paths():
+    """now = 0 with every time near 1e10: the fast decoder declines it and the models answer
+    InvalidInput naming the order and field (it was planned, its costs disagreeing)."""
+    from planner import generate_round
+    from serve_app.pipeline.errors import InvalidInput
+    from serve_app.schemas import DispatchRequest
+
+    body = json.loads(DispatchRequest.from_domain(generate_round(2, 1, seed=4)).model_dump_json())
+    body["now"] = 0.0
+    raw = json.dumps(body).encode()
+    assert RoundDecoder(LIMITS).decode(raw) is None
+    with pytest.raises(InvalidInput, match="from the round's now"):
+        DispatchRequest.model_validate_json(raw).to_domain()
