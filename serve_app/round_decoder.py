@@ -27,6 +27,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from domain import (
+    MIN_BOX_UNITS,
     MIN_SPEED_MPS,
     DispatchRound,
     DispatchWeights,
@@ -59,7 +60,7 @@ class _Order(Struct, forbid_unknown_fields=True):
     created_at: _Seconds
     ready_at: _Seconds
     promised_at: _Seconds
-    size: Annotated[float, Meta(gt=0, le=1000)] = 1.0
+    size: Annotated[float, Meta(ge=MIN_BOX_UNITS, le=1000)] = 1.0
     items: _Count = 1
     item_counts: Annotated[list[_Count], Meta(max_length=27)] = []
     pickup_service_s: _Duration = 0.0
@@ -87,7 +88,7 @@ def _wire_round(limits: Limits) -> type[Struct]:
         id: _Id
         position: _Position
         speed_mps: Annotated[float, Meta(ge=MIN_SPEED_MPS, le=50)]
-        capacity: Annotated[float, Meta(gt=0, le=10_000)]
+        capacity: Annotated[float, Meta(ge=MIN_BOX_UNITS, le=10_000)]
         route: Annotated[list[_WireStop], Meta(max_length=stops)] = []
         orders: Annotated[list[_Order], Meta(max_length=stops)] = []
         picked_up: Annotated[list[_Id], Meta(max_length=stops)] = []

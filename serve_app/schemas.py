@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from domain import (
+    MIN_BOX_UNITS,
     MIN_SPEED_MPS,
     DispatchPlan,
     DispatchRound,
@@ -71,7 +72,9 @@ class OrderIn(_Model):
     created_at: Seconds
     ready_at: Seconds = Field(description="When the food is ready, Unix seconds.")
     promised_at: Seconds = Field(description="Promised delivery time, Unix seconds.")
-    size: float = Field(1.0, gt=0, le=1000, description="Capacity units in the rider's box.")
+    size: float = Field(
+        1.0, ge=MIN_BOX_UNITS, le=1000, description="Capacity units in the rider's box."
+    )
     items: int = Field(1, ge=0, le=10_000)
     item_counts: list[Annotated[int, Field(ge=0, le=10_000)]] = Field(
         default_factory=list,
@@ -132,7 +135,9 @@ class RiderIn(_Model):
     speed_mps: float = Field(
         ge=MIN_SPEED_MPS, le=50, description="Travel speed, metres per second."
     )
-    capacity: float = Field(gt=0, le=10_000, description="Box capacity, order size units.")
+    capacity: float = Field(
+        ge=MIN_BOX_UNITS, le=10_000, description="Box capacity, order size units."
+    )
     route: list[StopIn] = Field(
         default_factory=list, fail_fast=True, description="Committed stops, in order."
     )
