@@ -118,11 +118,25 @@ def kernels_insertion(data: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def first_request(data: dict[str, Any]) -> list[Row]:
+    return [
+        (
+            f"first dispatch {r['round']} after /readyz (ingress peak +{r['first_peak_mb']} MB)",
+            _ms(r["first_ms"]),
+            _ms(r["later_median_ms"]),
+            "median of the later requests",
+            f"{r['ratio']:.2f}x",
+        )
+        for r in data["summary"]
+    ]
+
+
 RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "kernels_rounds": kernels_rounds,
     "big_round": big_round,
     "mdrp": mdrp,
     "kernels_insertion": kernels_insertion,
+    "first_request": first_request,
 }
 #: The README's headline rows: (bench, row index).
 HEADLINE = (

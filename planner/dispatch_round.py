@@ -150,24 +150,29 @@ class RoundArrays:
 class Assigned:
     """What the solve stage returns (host NumPy).
 
-    routes, owner : the routes after insertion and improvement.
     rider_of : int64[O] rider index per new order, -1 if unassigned.
     cost : float64[O] the (ETR-adjusted) insertion cost each assigned order was bought at.
     ever_feasible : bool[O] some rider could take the order in some pass.
-    changed : int64[K] riders whose route changed.
-    base_travel, base_lateness : float32[R] of the routes before the round.
+    changed : int64[K] riders whose route changed; only their routes come back (row k is
+        rider ``changed[k]``), with their schedule, so the caller runs no route kernel.
+    routes, owner : the K changed routes after insertion and improvement (``RouteArrays``;
+        int32[K, S] owner keys as ``PackedRound.owner``).
+    arrival : float32[K, S] arrival at each of their stops, seconds since the round's now.
+    added_travel_s, added_lateness_s : the round's driving and lateness over those routes,
+        after minus before.
     backend : the array backend the stage ran on ("numpy" or "cupy").
     solved_by : the replica that ran it (set by the serving solver; empty in-process).
     """
 
-    routes: RouteArrays
-    owner: np.ndarray
     rider_of: np.ndarray
     cost: np.ndarray
     ever_feasible: np.ndarray
     changed: np.ndarray
-    base_travel: np.ndarray
-    base_lateness: np.ndarray
+    routes: RouteArrays
+    owner: np.ndarray
+    arrival: np.ndarray
+    added_travel_s: float
+    added_lateness_s: float
     timings_ms: dict[str, float] = field(default_factory=dict)
     backend: str = "numpy"
     solved_by: str = ""
@@ -438,15 +443,19 @@ def solve_round(
     with times("improve_ms"):
         if improve_routes and changed.size:
             routes, owner, _ = improve(routes, owner, late_weight=w, rows=xp.asarray(changed))
+    rows = xp.asarray(changed)
+    changed_routes = routes.take(rows)
+    after = schedule(changed_routes)
     return Assigned(
-        routes=routes.to(np),
-        owner=to_numpy(owner),
         rider_of=rider_of,
         cost=assigned_cost,
         ever_feasible=ever_feasible,
         changed=changed,
-        base_travel=to_numpy(base.travel),
-        base_lateness=to_numpy(base.total_lateness),
+        routes=changed_routes.to(np),
+        owner=to_numpy(owner[rows]),
+        arrival=to_numpy(after.arrival),
+        added_travel_s=float(after.travel.sum() - base.travel[rows].sum()),
+        added_lateness_s=float(after.total_lateness.sum() - base.total_lateness[rows].sum()),
         timings_ms=times.ms,
         backend="numpy" if xp is np else "cupy",
     )
@@ -514,13 +523,10 @@ def build_plan(
     etr_floor: np.ndarray | None = None,
 ) -> DispatchPlan:
     """Turn the assignment stage's arrays back into domain types."""
-    routes, owner_np, changed = assigned.routes, assigned.owner, assigned.changed
+    changed_routes, owners, changed = assigned.routes, assigned.owner, assigned.changed
     rider_of, assigned_cost = assigned.rider_of, assigned.cost
     w = round_.weights.late_weight
-    changed_routes = routes.to(np).take(changed)
-    sched = schedule(changed_routes)  # only the changed routes are reported
     by_key = [*round_.orders, *packed.carried]
-    owners = owner_np[changed]
     pickup_slots = changed_routes.stop_load > 0
     n_stops = changed_routes.n_stops.tolist()
     new_routes: dict[str, Route] = {}
@@ -528,7 +534,7 @@ def build_plan(
     for k, r in enumerate(changed.tolist()):
         stops = []
         keys, picks = owners[k].tolist(), pickup_slots[k].tolist()
-        arrives = sched.arrival[k].tolist()
+        arrives = assigned.arrival[k].tolist()
         for q in range(n_stops[k]):
             order = by_key[keys[q]]
             if picks[q]:
@@ -537,8 +543,7 @@ def build_plan(
                 stops.append(Stop(order.id, StopKind.DROPOFF))
                 arrival[order.id] = round_.now + arrives[q]
         new_routes[round_.riders[r].id] = Route(tuple(stops))
-    travel = float(np.sum(sched.travel) - np.sum(assigned.base_travel[changed]))
-    late = float(np.sum(sched.total_lateness) - np.sum(assigned.base_lateness[changed]))
+    travel, late = assigned.added_travel_s, assigned.added_lateness_s
     assignments = tuple(
         Assignment(o.id, round_.riders[int(rider_of[k])].id, float(assigned_cost[k]))
         for k, o in enumerate(round_.orders)
