@@ -167,8 +167,8 @@ def render() -> tuple[str, str]:
         "",
         "Rendered by `python bench/results.py` from the benches' JSON",
         "(`docs/results/sources.yaml`); each figure beside the baseline measured in the same",
-        "run, with the machine, the date and the command. How each bench works, and the",
-        "earlier runs: [the benchmark notebook](benchmarks.md).",
+        "run, with the machine, the date and the command. How each bench works:",
+        "[Benchmarks](benchmarks.md).",
         "",
     ]
     rendered: dict[str, tuple[list[Row], dict[str, Any], str]] = {}

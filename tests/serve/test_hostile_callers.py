@@ -34,7 +34,7 @@ from .held_requests import HeldRequest, release_all
 pytestmark = pytest.mark.serve
 
 #: No single request may take longer than this here (2 shared cores; the figures measured at
-#: the production limits are in docs/benchmarks.md, "Hostile callers").
+#: the production limits: bench/hostile.py).
 MAX_SECONDS = 10.0
 #: An error answer is a few field errors, never the request echoed back.
 MAX_ERROR_BYTES = 8 * 1024
