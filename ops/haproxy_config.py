@@ -91,7 +91,8 @@ SERVE_DEFAULTS_ENV = environment.HAPROXY_SERVE_DEFAULTS.name
 #: source address holds at most ``CONNECTIONS_PER_SOURCE`` connections at once (the rest are
 #: refused at accept, counted as the frontend's denied connections in HAProxy's metrics), so
 #: a flood of idle or trickling connections from one host leaves the others their share of
-#: the proxy's ``maxconn``.
+#: the proxy's ``maxconn``. The count is per HAProxy process: connections a process accepted
+#: before a reload stay with it and are not counted by its successor.
 REQUEST_S = 10
 KEEP_ALIVE_S = 10
 CLIENT_IDLE_S = 120
