@@ -23,7 +23,7 @@ class CacheArgs(BaseModel):
     responses: bool = Field(
         True,
         description="Also cache whole ETR answers by request bytes (HTTP and gRPC): a repeated "
-        "request is answered, once admitted, before it is parsed.",
+        "request is answered once parsed, with no features built and no model call.",
     )
     redis_url: str | None = Field(
         None,

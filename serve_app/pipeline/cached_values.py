@@ -39,8 +39,9 @@ def is_minutes(value: Any) -> bool:
     return _is_number(value) and 0.0 <= value <= MAX_MINUTES
 
 
-def etr_answer_check(version: str, max_orders: int) -> Callable[[Any], bool]:
-    """The check of a cached ``etr-answer`` under ``version``'s key."""
+def etr_answer_check(version: str, orders: int) -> Callable[[Any], bool]:
+    """The check of a cached ``etr-answer`` under ``version``'s key, for a request of
+    ``orders`` orders: one minute per order."""
 
     def check(value: Any) -> bool:
         if not isinstance(value, dict) or set(value) != {"minutes", "model_version"}:
@@ -49,7 +50,7 @@ def etr_answer_check(version: str, max_orders: int) -> Callable[[Any], bool]:
         return (
             value["model_version"] == version
             and isinstance(minutes, list)
-            and 0 < len(minutes) <= max_orders
+            and len(minutes) == orders
             and all(is_minutes(m) for m in minutes)
         )
 

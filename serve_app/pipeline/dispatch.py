@@ -254,25 +254,27 @@ class Pipeline:
         """ETR minutes for a list of orders (the ``etr`` lane); at most ``max_orders``
         (default ``limits.max_orders``). With ``raw`` (the request's bytes) and
         ``cache_answers``, a request seen before under the serving model version is answered
-        from the cache before it is parsed."""
+        from the cache (parsed, so that a cached answer is served only with one minute per
+        order of this request)."""
         limit = self.limits.max_orders if max_orders is None else max_orders
-
-        async def compute() -> Prediction:
+        async with await self.admission.acquire("etr", ctx):
             call = await read_within_deadline(decode, ctx)
             if len(call.orders) > limit:
                 raise TooLarge("orders", len(call.orders), limit)
-            return await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
 
-        async with await self.admission.acquire("etr", ctx):
+            async def compute() -> Prediction:
+                return await self._etr_minutes(call.orders, call.utc_offset_s, ctx)
+
             if self.cache is None or not self.cache_answers or raw is None:
                 return await compute()
-            return await self._cached_answer(await raw(), limit, compute)
+            return await self._cached_answer(await raw(), len(call.orders), compute)
 
     async def _cached_answer(
-        self, body: bytes, limit: int, compute: Callable[[], Awaitable[Prediction]]
+        self, body: bytes, orders: int, compute: Callable[[], Awaitable[Prediction]]
     ) -> Prediction:
-        """The whole answer to ``body``, cached under the version believed to serve; an
-        answer a roll computed with another version is returned, not stored."""
+        """The whole answer to ``body`` (``orders`` of them), cached under the version
+        believed to serve; an answer a roll computed with another version is returned, not
+        stored."""
         assert self.cache is not None
         version = await self.etr.model_version()
 
@@ -285,7 +287,7 @@ class Pipeline:
         key = cache_key("etr-answer", f"v{version}", body)
         try:
             got = await self.cache.levels.get_or_compute(
-                "etr-answer", key, answer, self.cache.ttl_s, etr_answer_check(version, limit)
+                "etr-answer", key, answer, self.cache.ttl_s, etr_answer_check(version, orders)
             )
         except _VersionMoved as moved:
             return moved.prediction

@@ -67,15 +67,17 @@ def test_a_poisoned_etr_row_is_a_counted_miss_never_served(redis_url, name):
 
 
 def test_a_poisoned_whole_answer_is_a_miss(redis_url):
-    """The /v1/etr whole-answer cache: the wrong version, a string, too many minutes."""
-    check = etr_answer_check("1", max_orders=3)
+    """The /v1/etr whole-answer cache: the wrong version, a string, a minute count other than
+    the request's order count."""
+    check = etr_answer_check("1", orders=2)
     assert check({"minutes": [12.5, 30.0], "model_version": "1"})
     for bad in (
-        {"minutes": [12.5], "model_version": "2"},
+        {"minutes": [12.5, 30.0], "model_version": "2"},
         {"minutes": "pwned", "model_version": "1"},
-        {"minutes": [1.0] * 4, "model_version": "1"},
-        {"minutes": [float("nan")], "model_version": "1"},
-        {"minutes": [1.0], "model_version": "1", "extra": 1},
+        {"minutes": [1.0] * 3, "model_version": "1"},
+        {"minutes": [12.5], "model_version": "1"},
+        {"minutes": [float("nan"), 1.0], "model_version": "1"},
+        {"minutes": [1.0, 1.0], "model_version": "1", "extra": 1},
         "pwned",
     ):
         assert not check(bad), bad

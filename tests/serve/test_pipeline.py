@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cache import L1Cache, MultiLevelCache, Quantisation
-from cache.codec import decode
+from cache.codec import decode, encode
 from cache.keys import cache_key
 from etr import Prediction, features_from_orders, load_artifact, load_runtime
 from planner import dispatch_round, generate_round
@@ -22,6 +22,7 @@ from serve_app.pipeline import (
     Admission,
     CallContext,
     DispatchCall,
+    EtrCall,
     Lane,
     Overloaded,
     Pipeline,
@@ -241,3 +242,32 @@ def test_every_weight_survives_the_trip_through_the_api_schema():
     )
     round_ = generate_round(4, 2, seed=1, weights=weights)
     assert DispatchRequest.from_domain(round_).to_domain().weights == weights
+
+
+def test_a_cached_whole_answer_is_served_only_with_one_minute_per_order(redis_url):
+    """A whole ETR answer in L2 under a request's bytes with another number of minutes than
+    the request has orders (a forged or colliding value) is a miss: the answer is computed."""
+    import redis
+
+    from cache import CacheStats, RedisL2
+
+    orders = generate_round(0, 3, seed=5).orders
+    p = pipeline(FakeSolver(), FakeEtr())
+    stats = CacheStats()
+    levels = MultiLevelCache(L1Cache(1 << 20), RedisL2(redis_url, stats=stats), stats=stats)
+    p.cache = ReplicaCache(levels, 60.0, Quantisation(1e-4), None, solve_ttl_s=3600.0)
+    body = b'{"orders": "the request bytes"}'
+    forged = {"minutes": [1.0, 2.0], "model_version": "1"}
+    key = cache_key("etr-answer", "v1", body)
+    redis.Redis.from_url(redis_url).set(key, encode({"v": forged, "d": 0.0, "x": 4e9}))
+
+    async def decode_call():
+        return EtrCall(orders)
+
+    async def raw():
+        return body
+
+    got = asyncio.run(p.etr_minutes(decode_call, CallContext.start(10), raw=raw))
+    want = RUNTIME.predict(features_from_orders(orders))
+    np.testing.assert_allclose(got.minutes, want, atol=1e-5)
+    assert stats.rejected["etr-answer"] == 1
