@@ -53,8 +53,9 @@ autoscaling config arrives after it starts never pushes them, and the Busy polic
 #: Ports per protocol for one local cluster's ingress replicas (see ``cluster_port_block``).
 DIRECT_INGRESS_BLOCK = 50
 #: A local cluster's own ports: its ingress replicas' (HTTP, then gRPC), then HAProxy's stats
-#: and metrics ports, then the cluster's HTTP, gRPC and Ray metrics ports (``_OWN_PORTS``).
-CLUSTER_BLOCK = 2 * DIRECT_INGRESS_BLOCK + 5
+#: and metrics ports, then the cluster's HTTP, gRPC and Ray metrics ports (``_OWN_PORTS``),
+#: then the HTTP and gRPC ports of Serve's fallback proxy (``fallback_proxy_env``).
+CLUSTER_BLOCK = 2 * DIRECT_INGRESS_BLOCK + 7
 _OWN_PORTS = 2 * DIRECT_INGRESS_BLOCK + 2  # offset of the HTTP port in the block
 #: Where those blocks are taken from: below Linux's ephemeral ports (32768+, which outgoing
 #: connections take at any moment: a port found free there can be gone when HAProxy binds it)
@@ -106,6 +107,19 @@ def direct_ingress_env(base: int) -> dict[str, str]:
         "RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT": str(grpc),
         "RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT": str(grpc + DIRECT_INGRESS_BLOCK - 1),
     }
+
+
+FALLBACK_HTTP, FALLBACK_GRPC = (
+    "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT",
+    "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT",
+)
+
+
+def fallback_proxy_env(base: int) -> dict[str, str]:
+    """The ports of the proxy Serve keeps on the head node beside HAProxy (fixed at 8500 and
+    9500 otherwise: a second cluster on the machine, or anything else there, would collide),
+    from the block at ``base``."""
+    return {FALLBACK_HTTP: str(base + _OWN_PORTS + 3), FALLBACK_GRPC: str(base + _OWN_PORTS + 4)}
 
 
 def _bindable(port: int) -> bool:
@@ -205,12 +219,14 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
 @dataclass(frozen=True)
 class LocalServe:
     """Where a local start answers: HTTP base URL, gRPC host:port, the dashboard (None when
-    not started), the Prometheus metrics export."""
+    not started), the Prometheus metrics export, and the (HTTP, gRPC) ports of Serve's
+    fallback proxy (None without HAProxy)."""
 
     http: str
     grpc: str
     dashboard: str | None
     metrics: str
+    fallback_proxy: tuple[int, int] | None = None
 
 
 def start(
@@ -249,10 +265,13 @@ def start(
     grpc_port = grpc_port or base + _OWN_PORTS + 1
     metrics_port = metrics_port or base + _OWN_PORTS + 2
     env: dict[str, str] = {**AUTOSCALING_ENV, **(extra_env or {})}
+    fallback: dict[str, str] = {}
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
         env.update(direct_ingress_env(base))
+        fallback = fallback_proxy_env(base)
+        env.update(fallback)
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
         _serve_dirs_before.clear()
         _serve_dirs_before.update(_serve_haproxy_dirs())
@@ -294,6 +313,9 @@ def start(
         grpc=f"127.0.0.1:{grpc_port}",
         dashboard=None if dashboard_port is None else f"http://127.0.0.1:{dashboard_port}",
         metrics=f"http://127.0.0.1:{metrics_port}/metrics",
+        fallback_proxy=(
+            (int(fallback[FALLBACK_HTTP]), int(fallback[FALLBACK_GRPC])) if fallback else None
+        ),
     )
 
 
