@@ -20,6 +20,7 @@ from typing import Any
 
 import msgpack
 
+from ops.slow_and_dead import replica_pids
 from serve_app.config import Limits
 
 JSON = {"content-type": "application/json"}
@@ -301,17 +302,9 @@ class IngressMemory:
 
 
 def ingress_pid(app: str = "orml") -> int | None:
-    """The pid of ``app``'s ingress replica on this machine (Ray titles a replica's process
-    ``ray::ServeReplica:<app>:<deployment>``); None when there is none."""
-    title = f"ServeReplica:{app}:Ingress".encode()
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if title in (proc / "cmdline").read_bytes():
-                    return int(proc.name)
-            except OSError:
-                continue
-    return None
+    """The pid of ``app``'s ingress replica on this machine; None when there is none."""
+    pids = replica_pids("Ingress", app)
+    return pids[0] if pids else None
 
 
 def measure(

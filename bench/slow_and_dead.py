@@ -1,0 +1,156 @@
+"""The slow and the dead: real requests beside an idle-connection flood, trickled bodies and
+killed offline workers, against the same requests alone in the same run.
+
+    python bench/slow_and_dead.py [--quick] [--seconds 20] [--json PATH] [--out DIR]
+
+Starts a local Ray and the app as deploy.yaml runs it on the CPU (behind HAProxy with its
+connection budget, ``ops.haproxy_config``), then, for ``--seconds`` each (--quick: 6):
+
+* alone: 300 x 100 dispatch rounds, one caller, one round at a time, a 10 s deadline each;
+* the same rounds beside an idle flood: 1.5x a source's connection budget opened from another
+  address (127.0.0.2) and held silent;
+* the same rounds beside trickled bodies: 16 dispatch requests (four times the lane's
+  in-flight share) whose 400 KB bodies arrive at 1 KB/s, re-opened whenever dropped;
+* static solves (two callers) while the solver's offline child processes are SIGKILLed every
+  2 s, beside the same dispatch rounds.
+
+Per scene: rounds answered within their deadline, p50 / p99, every status seen; for the
+killed children, the static solves' statuses (anything but 200 and 503 is a failure). Writes
+DIR/slow_and_dead.csv and DIR/slow_and_dead.png.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import json
+
+from common import log, parser, write_csv
+
+from ops import hostile, local, slow_and_dead
+from ops.haproxy_config import CONNECTIONS_PER_SOURCE
+from planner import generate_round
+from serve_app.config import DispatchAppArgs
+from serve_app.http_routes import lane_capacities
+from serve_app.schemas import DispatchRequest
+
+DEADLINE_S = 10.0
+
+
+def scene_row(name: str, tally: slow_and_dead.RequestTally, **extra) -> dict:
+    p50, p99 = tally.percentile_ms(50), tally.percentile_ms(99)
+    return {
+        "scene": name,
+        "rounds": tally.sent,
+        "within_deadline": round(tally.within_deadline(), 4),
+        "p50_ms": None if p50 is None else round(p50, 1),
+        "p99_ms": None if p99 is None else round(p99, 1),
+        "statuses": dict(tally.statuses),
+        **extra,
+    }
+
+
+def main() -> None:
+    ap = parser(__doc__, "6 s per scene")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    seconds = 6.0 if args.quick else args.seconds
+    body = DispatchRequest.from_domain(generate_round(300, 100, seed=3)).model_dump_json()
+    round_body = body.encode()
+
+    def solve_body(k: int) -> bytes:  # a new instance each time: no cached solution answers
+        return json.dumps(hostile.solve_body(60 + k % 40, time_limit_s=1.0, seed=k)).encode()
+
+    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
+    lanes = lane_capacities(app_args.admission)
+    rows: list[dict] = []
+    with local.local_serve(num_cpus=4, namespace="bench-slow-and-dead", haproxy_lanes=lanes) as ep:
+        local.run_app(app_args)
+        local.wait_ready(ep.http)
+        port = urlsplit(ep.http).port
+        assert port is not None
+
+        def rounds() -> slow_and_dead.RequestTally:
+            return slow_and_dead.real_requests(
+                ep.http, "/v1/dispatch", round_body, seconds, deadline_s=DEADLINE_S
+            )
+
+        log("alone ...")
+        rows.append(scene_row("alone (baseline)", rounds()))
+        flood_n = CONNECTIONS_PER_SOURCE * 3 // 2
+        log(f"beside {flood_n} idle connections from one host ...")
+        with slow_and_dead.idle_flood(port, flood_n) as flood:
+            tally = rounds()
+        rows.append(scene_row(f"beside {flood_n} idle connections", tally, attack=flood))
+        log("beside 16 trickled dispatch bodies ...")
+        with slow_and_dead.trickled_bodies(port, "/v1/dispatch", 16) as trickle:
+            tally = rounds()
+        rows.append(scene_row("beside 16 trickled bodies (1 KB/s)", tally, attack=trickle))
+        log("static solves while the offline children are killed every 2 s ...")
+        solves: list[slow_and_dead.RequestTally] = []
+
+        def static_solves() -> None:
+            solves.append(
+                slow_and_dead.real_requests(
+                    ep.http, "/v1/routes/solve", solve_body, seconds, deadline_s=30.0, clients=2
+                )
+            )
+
+        with slow_and_dead.killing_offline_children(every_s=2.0) as killing:
+            solver_thread = threading.Thread(target=static_solves)
+            solver_thread.start()
+            tally = rounds()
+            solver_thread.join()
+        solve = solves[0]
+        failed = sum(n for s, n in solve.statuses.items() if s not in ("200", "503"))
+        rows.append(
+            scene_row(
+                "beside static solves, offline children killed every 2 s",
+                tally,
+                attack=killing,
+                static_solves=dict(solve.statuses),
+                static_solves_failed=failed,
+            )
+        )
+    write_csv(args.out / "slow_and_dead.csv", rows)
+    plot(rows, args.out / "slow_and_dead.png")
+    print("| scene | rounds | within deadline | p50 ms | p99 ms | statuses | attack |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        attack = r.get("attack", "")
+        if "static_solves" in r:
+            solves, failed = r["static_solves"], r["static_solves_failed"]
+            attack = f"{attack}; static solves {solves}, failed {failed}"
+        print(
+            f"| {r['scene']} | {r['rounds']} | {r['within_deadline']:.3f} | {r['p50_ms']} | "
+            f"{r['p99_ms']} | {r['statuses']} | {attack} |"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"deadline_s": DEADLINE_S, "scenes": rows}, indent=1))
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    names = [r["scene"] for r in rows]
+    ax.barh(names, [r["p99_ms"] or 0 for r in rows], color="tab:red", label="p99")
+    ax.barh(names, [r["p50_ms"] or 0 for r in rows], color="tab:blue", label="p50")
+    ax.set_xlabel("300 x 100 dispatch round, ms")
+    ax.invert_yaxis()
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()
