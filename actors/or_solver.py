@@ -30,7 +30,7 @@ from actors.offline_process import OfflineSolves
 from actors.replica_load import ReplicaLoad
 from actors.router import BUSY_ROUTER
 from actors.scheduling import PriorityGate
-from config import get_settings
+from config import backend_for, get_settings
 from domain import DispatchWeights, TrafficClass
 from kernels import compiled
 from kernels.backend import backend_for_pairs, module_for, resolve_backend
@@ -85,7 +85,7 @@ class OrSolverDeployment:
         self.gate = PriorityGate()
         self.replica = replica_id()
         settings = get_settings()
-        requested = settings.backend if backend is None else backend
+        requested = backend_for(backend)
         self.backend = resolve_backend(requested)
         self.xp = module_for(self.backend)
         # "auto" on a GPU keeps rounds under gpu_min_pairs on the host (backend_for_pairs).

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser, write_csv
 
+from config import get_settings
 from domain import DispatchWeights
 from kernels.backend import backend_for_round, cupy_available, module_for
 from kernels.insertion_costs import insertion_costs
@@ -57,7 +58,8 @@ def workloads(level: str, online_size: tuple[int, int], offline_size: tuple[int,
     def device_round(size: tuple[int, int], seed: int):
         _, arrays = round_arrays(generate_round(*size, seed=seed))
         if level == "round-auto":  # where backend "auto" solves it: small rounds on the host
-            return arrays.to(module_for(backend_for_round("auto", *size)))
+            chosen = backend_for_round("auto", *size, get_settings().gpu_min_pairs)
+            return arrays.to(module_for(chosen))
         return arrays.to(cupy)
 
     on, off = device_round(online_size, 1), device_round(offline_size, 2)

@@ -2,6 +2,14 @@
 ``ops.local`` writes the environment of the Ray processes it starts)."""
 
 from config.secrets import read_env, read_file, read_secret
-from config.settings import BackendChoice, Settings, get_settings
+from config.settings import BackendChoice, Settings, backend_for, get_settings
 
-__all__ = ["BackendChoice", "Settings", "get_settings", "read_env", "read_file", "read_secret"]
+__all__ = [
+    "BackendChoice",
+    "Settings",
+    "backend_for",
+    "get_settings",
+    "read_env",
+    "read_file",
+    "read_secret",
+]

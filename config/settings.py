@@ -9,7 +9,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The OR kernels' array backend: 'auto' is CuPy when a CUDA device works, else NumPy
-#: (``kernels.backend.resolve_backend``).
+#: (``kernels.backend.resolve_backend``; the setting is merged by ``backend_for``).
 BackendChoice = Literal["auto", "numpy", "cupy"]
 
 
@@ -18,7 +18,7 @@ class Settings(BaseSettings):
 
     The served app's arguments (``serve_app.config``) leave ``backend`` and ``cache.redis_url``
     None to mean "this process's setting here": a value in deploy.yaml wins, the environment
-    fills in, and each is merged in one place (``resolve_backend``, ``build_cache``).
+    fills in, and each is merged in one place (``backend_for``, ``build_cache``).
     """
 
     model_config = SettingsConfigDict(env_prefix="ORML_", extra="forbid", frozen=True)
@@ -50,3 +50,9 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The settings of this process (read once)."""
     return Settings()
+
+
+def backend_for(configured: str | None) -> str:
+    """The backend a process runs: ``configured`` (a deploy file's value) when given, else
+    ``ORML_BACKEND``."""
+    return get_settings().backend if configured is None else configured

@@ -29,15 +29,12 @@ def cupy_available() -> bool:
         return False
 
 
-def resolve_backend(name: str | None = None) -> BackendName:
-    """The backend to use: ``name`` if given, else ``ORML_BACKEND`` (default ``auto``).
+def resolve_backend(name: str) -> BackendName:
+    """The backend ``name`` ("auto", "numpy" or "cupy") runs on here: "auto" is CuPy when a
+    CUDA device works, else NumPy (the setting itself is the caller's: ``config.backend_for``).
 
     Raises ValueError for an unknown name, RuntimeError when ``cupy`` is forced but unusable.
     """
-    if name is None:
-        from config import get_settings
-
-        name = get_settings().backend
     if name == "auto":
         return "cupy" if cupy_available() else "numpy"
     if name == "numpy":
@@ -65,19 +62,12 @@ def backend_for_pairs(
     return device
 
 
-def backend_for_round(name: str | None, n_riders: int, n_orders: int) -> BackendName:
+def backend_for_round(name: str, n_riders: int, n_orders: int, gpu_min_pairs: int) -> BackendName:
     """``resolve_backend(name)`` for one round of ``n_riders`` x ``n_orders``, with "auto"
-    keeping a round under ``Settings.gpu_min_pairs`` pairs on NumPy (``backend_for_pairs``).
-    Raises as ``resolve_backend``."""
-    from config import get_settings
-
-    settings = get_settings()
-    requested = settings.backend if name is None else name
+    keeping a round under ``gpu_min_pairs`` pairs on NumPy (``backend_for_pairs``). Raises as
+    ``resolve_backend``."""
     return backend_for_pairs(
-        resolve_backend(requested),
-        requested == "auto",
-        n_riders * n_orders,
-        settings.gpu_min_pairs,
+        resolve_backend(name), name == "auto", n_riders * n_orders, gpu_min_pairs
     )
 
 

@@ -32,12 +32,13 @@ def _rss_mb() -> float:
 
 
 def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> dict:
+    from config import backend_for
     from domain import DispatchWeights
     from kernels.backend import module_for, resolve_backend
     from planner import generate_round
     from planner.dispatch_round import round_arrays, solve_round
 
-    backend = resolve_backend(backend)
+    backend = resolve_backend(backend_for(backend))
     xp = module_for(backend)
     before = _rss_mb()
     context_mb = 0.0

@@ -491,7 +491,15 @@ def dispatch_round(
     times = StageTimes()
     with times("total_ms"):
         with times("pack_ms"):
-            xp = module_for(backend_for_round(backend, len(round_.riders), len(round_.orders)))
+            # Only the library entry reads the process's settings (the served path never
+            # comes here): importing them at module level would load them into the pipeline.
+            from config import backend_for, get_settings
+
+            name, settings = backend_for(backend), get_settings()
+            chosen = backend_for_round(
+                name, len(round_.riders), len(round_.orders), settings.gpu_min_pairs
+            )
+            xp = module_for(chosen)
             packed, arrays = round_arrays(round_)
             floor = None
             if etr_minutes is not None:

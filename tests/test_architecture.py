@@ -22,7 +22,7 @@ PACKAGES = (
 ALLOWED = {
     "domain": set(),
     "config": set(),
-    "kernels": {"domain", "config"},
+    "kernels": {"domain"},  # the backend and its thresholds come as arguments
     "planner": {"domain", "kernels", "config"},
     "cache": {"config"},
     # Device knowledge (GPU catalogue, profiles) sits below what sizes and emulates devices.

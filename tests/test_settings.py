@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from config import get_settings
+from config import backend_for, get_settings
 from kernels.backend import backend_for_pairs, cupy_available, resolve_backend
 from serve_app.cache_setup import build_cache
 from serve_app.config import CacheArgs, DispatchAppArgs
@@ -27,15 +27,16 @@ def env(monkeypatch):
 def test_an_unset_backend_in_the_app_is_the_replicas_orml_backend(env):
     env(backend="numpy")
     assert DispatchAppArgs().backend is None
-    assert resolve_backend(DispatchAppArgs().backend) == "numpy"
+    assert resolve_backend(backend_for(DispatchAppArgs().backend)) == "numpy"
 
 
 @pytest.mark.skipif(cupy_available(), reason="needs a machine without a working CUDA device")
 def test_orml_backend_is_read_when_served_and_a_forced_cupy_fails_loudly(env):
     env(backend="cupy")
     with pytest.raises(RuntimeError, match="no working CUDA device"):
-        resolve_backend(DispatchAppArgs().backend)
-    assert resolve_backend(DispatchAppArgs(backend="numpy").backend) == "numpy"  # config wins
+        resolve_backend(backend_for(DispatchAppArgs().backend))
+    configured = DispatchAppArgs(backend="numpy").backend
+    assert resolve_backend(backend_for(configured)) == "numpy"  # the config wins
 
 
 def test_the_redis_url_comes_from_the_config_else_the_environment(env):
