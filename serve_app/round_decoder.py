@@ -4,8 +4,8 @@ Validating a round with the pydantic models (``serve_app.schemas``) and then bui
 domain objects was about half of a round's serving overhead (``bench/serve_load.py``). Here
 msgspec reads the body twice:
 
-1. against *wire* Structs that restate every rule of the pydantic models (types without
-   coercion, bounds, string lengths, the configured list limits, no unknown fields), built
+1. against *wire* Structs with every rule of the pydantic models (types without coercion,
+   the bounds of ``domain.bounds``, the configured list limits, no unknown fields), built
    once per ``Limits``;
 2. straight into the domain types (``Order``, ``LatLng``, ``Stop``, ``DispatchWeights``: their
    JSON names are their field names, and their ``__post_init__`` runs as usual), the riders
@@ -27,8 +27,6 @@ import msgspec
 from msgspec import Meta, Struct
 
 from domain import (
-    MIN_BOX_UNITS,
-    MIN_SPEED_MPS,
     DispatchRound,
     DispatchWeights,
     LatLng,
@@ -37,20 +35,28 @@ from domain import (
     Route,
     Stop,
     StopKind,
+    bounds,
 )
 from serve_app.pipeline.dispatch import DispatchCall
 from serve_app.pipeline.limits import Limits
 
-# The pydantic models' bounds (serve_app.schemas), restated for msgspec.
-_Id = Annotated[str, Meta(min_length=1, max_length=128)]
-_Seconds = Annotated[float, Meta(ge=0, le=1e10)]
-_Duration = Annotated[float, Meta(ge=0, le=86_400)]
-_Count = Annotated[int, Meta(ge=0, le=10_000)]
+
+# The bounds of ``domain.bounds`` and the defaults of the domain types, as msgspec reads them.
+def _between(kind: type, span: tuple[float, float]) -> Any:
+    return Annotated[kind, Meta(ge=span[0], le=span[1])]
+
+
+_Id = Annotated[str, Meta(min_length=bounds.ID_LENGTH[0], max_length=bounds.ID_LENGTH[1])]
+_Seconds = _between(float, bounds.TIME_S)
+_Duration = _between(float, bounds.DURATION_S)
+_Count = _between(int, bounds.COUNT)
+_ORDER = bounds.defaults(Order)
+_WEIGHTS = bounds.defaults(DispatchWeights)
 
 
 class _Position(Struct, forbid_unknown_fields=True):
-    lat: Annotated[float, Meta(ge=-90, le=90)]
-    lng: Annotated[float, Meta(ge=-180, le=180)]
+    lat: _between(float, bounds.LATITUDE)
+    lng: _between(float, bounds.LONGITUDE)
 
 
 class _Order(Struct, forbid_unknown_fields=True):
@@ -60,11 +66,11 @@ class _Order(Struct, forbid_unknown_fields=True):
     created_at: _Seconds
     ready_at: _Seconds
     promised_at: _Seconds
-    size: Annotated[float, Meta(ge=MIN_BOX_UNITS, le=1000)] = 1.0
-    items: _Count = 1
-    item_counts: Annotated[list[_Count], Meta(max_length=27)] = []
-    pickup_service_s: _Duration = 0.0
-    dropoff_service_s: _Duration = 0.0
+    size: _between(float, bounds.ORDER_SIZE) = _ORDER["size"]
+    items: _Count = _ORDER["items"]
+    item_counts: Annotated[list[_Count], Meta(max_length=bounds.MAX_ITEM_KINDS)] = []
+    pickup_service_s: _Duration = _ORDER["pickup_service_s"]
+    dropoff_service_s: _Duration = _ORDER["dropoff_service_s"]
 
 
 class _WireStop(Struct, forbid_unknown_fields=True):
@@ -73,11 +79,15 @@ class _WireStop(Struct, forbid_unknown_fields=True):
 
 
 class _Weights(Struct, forbid_unknown_fields=True):
-    late_weight: Annotated[float, Meta(ge=0, le=1000)] = 4.0
-    max_lateness_s: Annotated[float, Meta(ge=0, le=86_400)] = 1800.0
-    max_orders_per_rider: Annotated[int, Meta(ge=1, le=10)] = 1
-    candidate_riders: Annotated[int, Meta(ge=1)] | None = None
-    etr_floor: bool = True
+    late_weight: _between(float, bounds.LATE_WEIGHT) = _WEIGHTS["late_weight"]
+    max_lateness_s: _between(float, bounds.MAX_LATENESS_S) = _WEIGHTS["max_lateness_s"]
+    max_orders_per_rider: _between(int, bounds.MAX_ORDERS_PER_RIDER) = _WEIGHTS[
+        "max_orders_per_rider"
+    ]
+    candidate_riders: Annotated[int, Meta(ge=bounds.MIN_CANDIDATE_RIDERS)] | None = _WEIGHTS[
+        "candidate_riders"
+    ]
+    etr_floor: bool = _WEIGHTS["etr_floor"]
 
 
 def _wire_round(limits: Limits) -> type[Struct]:
@@ -87,8 +97,8 @@ def _wire_round(limits: Limits) -> type[Struct]:
     class _Rider(Struct, forbid_unknown_fields=True):
         id: _Id
         position: _Position
-        speed_mps: Annotated[float, Meta(ge=MIN_SPEED_MPS, le=50)]
-        capacity: Annotated[float, Meta(ge=MIN_BOX_UNITS, le=10_000)]
+        speed_mps: _between(float, bounds.RIDER_SPEED_MPS)
+        capacity: _between(float, bounds.RIDER_CAPACITY)
         route: Annotated[list[_WireStop], Meta(max_length=stops)] = []
         orders: Annotated[list[_Order], Meta(max_length=stops)] = []
         picked_up: Annotated[list[_Id], Meta(max_length=stops)] = []
@@ -99,7 +109,7 @@ def _wire_round(limits: Limits) -> type[Struct]:
         riders: Annotated[list[_Rider], Meta(max_length=limits.max_riders)]
         orders: Annotated[list[_Order], Meta(max_length=limits.max_orders)]
         weights: _Weights = msgspec.field(default_factory=_Weights)
-        utc_offset_s: Annotated[float, Meta(ge=-50_400, le=50_400)] = 0.0
+        utc_offset_s: _between(float, bounds.UTC_OFFSET_S) = 0.0
 
     return _Round
 

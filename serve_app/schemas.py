@@ -22,8 +22,6 @@ from pydantic import (
 )
 
 from domain import (
-    MIN_BOX_UNITS,
-    MIN_SPEED_MPS,
     DispatchPlan,
     DispatchRound,
     DispatchWeights,
@@ -33,6 +31,7 @@ from domain import (
     Route,
     Stop,
     StopKind,
+    bounds,
 )
 from etr import Prediction
 from planner.pdptw.instance import PdptwInstance, PdptwInstanceError, build_instance
@@ -40,15 +39,21 @@ from serve_app.config import Limits
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput, TooLarge
 
-Id = Annotated[str, Field(min_length=1, max_length=128)]
-#: Times are seconds on the round's clock (e.g. Unix time); 1e10 is the year 2286, far past any
-#: real clock and small enough that differences between times stay exact in the kernels.
-MAX_TIME_S = 1e10
+Id = Annotated[str, Field(min_length=bounds.ID_LENGTH[0], max_length=bounds.ID_LENGTH[1])]
 Seconds = Annotated[
     float,
-    Field(ge=0, le=MAX_TIME_S, allow_inf_nan=False, description="Seconds (e.g. Unix time)."),
+    Field(
+        ge=bounds.TIME_S[0],
+        le=bounds.TIME_S[1],
+        allow_inf_nan=False,
+        description="Seconds (e.g. Unix time).",
+    ),
 ]
-Duration = Annotated[float, Field(ge=0, le=86_400, allow_inf_nan=False)]
+Duration = Annotated[
+    float, Field(ge=bounds.DURATION_S[0], le=bounds.DURATION_S[1], allow_inf_nan=False)
+]
+_ORDER = bounds.defaults(Order)
+_WEIGHTS = bounds.defaults(DispatchWeights)
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -58,8 +63,12 @@ class _Model(BaseModel):
 
 
 class Position(_Model):
-    lat: float = Field(ge=-90, le=90, description="Latitude, degrees (WGS-84).")
-    lng: float = Field(ge=-180, le=180, description="Longitude, degrees (WGS-84).")
+    lat: float = Field(
+        ge=bounds.LATITUDE[0], le=bounds.LATITUDE[1], description="Latitude, degrees (WGS-84)."
+    )
+    lng: float = Field(
+        ge=bounds.LONGITUDE[0], le=bounds.LONGITUDE[1], description="Longitude, degrees (WGS-84)."
+    )
 
     def to_domain(self) -> LatLng:
         return LatLng(self.lat, self.lng)
@@ -73,17 +82,20 @@ class OrderIn(_Model):
     ready_at: Seconds = Field(description="When the food is ready, Unix seconds.")
     promised_at: Seconds = Field(description="Promised delivery time, Unix seconds.")
     size: float = Field(
-        1.0, ge=MIN_BOX_UNITS, le=1000, description="Capacity units in the rider's box."
+        _ORDER["size"],
+        ge=bounds.ORDER_SIZE[0],
+        le=bounds.ORDER_SIZE[1],
+        description="Capacity units in the rider's box.",
     )
-    items: int = Field(1, ge=0, le=10_000)
-    item_counts: list[Annotated[int, Field(ge=0, le=10_000)]] = Field(
+    items: int = Field(_ORDER["items"], ge=bounds.COUNT[0], le=bounds.COUNT[1])
+    item_counts: list[Annotated[int, Field(ge=bounds.COUNT[0], le=bounds.COUNT[1])]] = Field(
         default_factory=list,
-        max_length=27,
+        max_length=bounds.MAX_ITEM_KINDS,
         fail_fast=True,
         description="Per menu item counts (ETR features).",
     )
-    pickup_service_s: Duration = 0.0
-    dropoff_service_s: Duration = 0.0
+    pickup_service_s: Duration = _ORDER["pickup_service_s"]
+    dropoff_service_s: Duration = _ORDER["dropoff_service_s"]
 
     @model_validator(mode="after")
     def _promise_after_creation(self) -> OrderIn:
@@ -133,10 +145,14 @@ class RiderIn(_Model):
     id: Id
     position: Position
     speed_mps: float = Field(
-        ge=MIN_SPEED_MPS, le=50, description="Travel speed, metres per second."
+        ge=bounds.RIDER_SPEED_MPS[0],
+        le=bounds.RIDER_SPEED_MPS[1],
+        description="Travel speed, metres per second.",
     )
     capacity: float = Field(
-        ge=MIN_BOX_UNITS, le=10_000, description="Box capacity, order size units."
+        ge=bounds.RIDER_CAPACITY[0],
+        le=bounds.RIDER_CAPACITY[1],
+        description="Box capacity, order size units.",
     )
     route: list[StopIn] = Field(
         default_factory=list, fail_fast=True, description="Committed stops, in order."
@@ -186,17 +202,32 @@ def _api_weights(w: DispatchWeights) -> dict[str, object]:
 
 
 class WeightsIn(_Model):
-    late_weight: float = Field(4.0, ge=0, le=1000, description="Travel seconds per late second.")
-    max_lateness_s: float = Field(1800.0, ge=0, le=86_400, description="Hard lateness limit.")
-    max_orders_per_rider: int = Field(1, ge=1, le=10)
+    late_weight: float = Field(
+        _WEIGHTS["late_weight"],
+        ge=bounds.LATE_WEIGHT[0],
+        le=bounds.LATE_WEIGHT[1],
+        description="Travel seconds per late second.",
+    )
+    max_lateness_s: float = Field(
+        _WEIGHTS["max_lateness_s"],
+        ge=bounds.MAX_LATENESS_S[0],
+        le=bounds.MAX_LATENESS_S[1],
+        description="Hard lateness limit.",
+    )
+    max_orders_per_rider: int = Field(
+        _WEIGHTS["max_orders_per_rider"],
+        ge=bounds.MAX_ORDERS_PER_RIDER[0],
+        le=bounds.MAX_ORDERS_PER_RIDER[1],
+    )
     candidate_riders: int | None = Field(
-        None,
-        ge=1,
+        _WEIGHTS["candidate_riders"],
+        ge=bounds.MIN_CANDIDATE_RIDERS,
         description="Restrict each order to its K nearest riders (changes plans; unset "
         "considers every rider, exactly).",
     )
     etr_floor: bool = Field(
-        True, description="Price drop-offs no earlier than the ETR model says; false skips it."
+        _WEIGHTS["etr_floor"],
+        description="Price drop-offs no earlier than the ETR model says; false skips it.",
     )
 
     def to_domain(self) -> DispatchWeights:
@@ -210,7 +241,9 @@ class DispatchRequest(_Model):
     riders: list[RiderIn] = Field(fail_fast=True)
     orders: list[OrderIn] = Field(fail_fast=True)
     weights: WeightsIn = Field(default_factory=WeightsIn)
-    utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time for ETR.")
+    utc_offset_s: float = Field(
+        0.0, ge=bounds.UTC_OFFSET_S[0], le=bounds.UTC_OFFSET_S[1], description="Local time for ETR."
+    )
     _orders: tuple[Order, ...] | None = PrivateAttr(None)
 
     def sizes(self) -> tuple[int, int, int]:
@@ -332,7 +365,9 @@ def prediction_to_dict(got: Prediction) -> dict[str, Any]:
 
 class EtrRequest(_Model):
     orders: list[OrderIn] = Field(min_length=1, fail_fast=True)
-    utc_offset_s: float = Field(0.0, ge=-50_400, le=50_400, description="Local time offset.")
+    utc_offset_s: float = Field(
+        0.0, ge=bounds.UTC_OFFSET_S[0], le=bounds.UTC_OFFSET_S[1], description="Local time offset."
+    )
 
 
 class EtrResponse(_Model):

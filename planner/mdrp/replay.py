@@ -70,7 +70,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider
+from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider, bounds
 from domain.geo import EARTH_RADIUS_M
 from planner.dispatch_round import dispatch_round
 from planner.mdrp.instance import Courier, MdrpInstance, MdrpOrder, Restaurant
@@ -87,7 +87,8 @@ VARIANT_GRID: tuple[tuple[int | str | None, int | None, float], ...] = tuple(
     for factor in (1.0, 2.0, 0.5, 4.0, 0.25)
     if (cand, per_rider, factor) != ("same", None, 1.0)
 )
-MAX_LATENESS_S = 86_400.0  # no hard limit within a day (and what the served API accepts)
+#: No hard limit within a day: the most the served API accepts, so a served replay plans alike.
+MAX_LATENESS_S = bounds.MAX_LATENESS_S[1]
 
 
 def _latlng(x: float, y: float) -> LatLng:
