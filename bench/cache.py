@@ -31,14 +31,14 @@ from common import log, parser, write_csv
 from cache import CacheStats, CircuitBreaker, L1Cache, MultiLevelCache, RedisL2, cache_key
 from etr import load_artifact, load_runtime
 from etr.dataset import load_deliveries
-from ops import local
+from ops import local, redis_process
 
 
-def start_redis() -> tuple[local.RedisProcess, str]:
+def start_redis() -> tuple[redis_process.RedisProcess, str]:
     """A private redis-server (the harness's): (process, URL)."""
-    if not local.RedisProcess.available():
+    if not redis_process.RedisProcess.available():
         raise SystemExit("redis-server not found (apt-get install -y redis-server)")
-    server = local.RedisProcess(Path(tempfile.mkdtemp())).start()
+    server = redis_process.RedisProcess(Path(tempfile.mkdtemp())).start()
     return server, server.url
 
 

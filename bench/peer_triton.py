@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser, run_hey, write_csv
 
-from ops import local
+from ops import local, ports
 from ops.hostile import order
 from serve_app.config import DispatchAppArgs
 
@@ -142,7 +142,7 @@ def main() -> None:
     rounds, seconds, levels = args.rounds, args.seconds, args.concurrency
     if args.quick:
         rounds, seconds, levels = 1, 4.0, [1, 32]
-    triton = start_triton(local.free_ports(3), args.out / "triton.log")
+    triton = start_triton(ports.free_ports(3), args.out / "triton.log")
     runs: list[dict] = []
     try:
         with local.local_serve(num_cpus=4, namespace="bench-peer") as ep:

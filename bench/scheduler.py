@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser, write_csv
 
-from ops import local
+from ops import local, ports
 from ops.loadgen import HttpLoad, Run, beside_flood, encode_request, percentile_ms
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
@@ -199,7 +199,7 @@ class ClusterApp:
         for resources in workers:
             self.cluster.add_node(num_cpus=1, resources=resources)
         ray.init(address=self.cluster.address, log_to_driver=False)
-        self.port = local.free_port()
+        self.port = ports.free_port()
         serve.start(
             proxy_location="HeadOnly", http_options={"host": "127.0.0.1", "port": self.port}
         )

@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ops import local
+from ops import local, ports
 
 
 class Interrupted(Exception):
@@ -68,7 +68,7 @@ def start(
     http = raw.get("http_options", {})
     grpc = raw.get("grpc_options", {})
     http_port, grpc_port = int(http.get("port", 8000)), int(grpc.get("port", 9000))
-    local.check_ports_free(
+    ports.check_ports_free(
         {
             "HTTP": http_port,
             "gRPC": grpc_port,

@@ -2,8 +2,8 @@
 
 ``start`` brings up Ray (never on port 6379, which Redis uses) and Serve with HTTP and gRPC
 ingress; ``run_app`` deploys ``serve_app.builder.build_app`` (what deploy.yaml runs) under a
-name and route prefix; ``stop`` shuts both down. ``RedisProcess`` is a private redis-server on
-a free port, ``free_port`` a free TCP port.
+name and route prefix; ``stop`` shuts both down. Its ports come from ``ops.ports``; what it
+leaves behind is ended through ``ops.processes``.
 
 Serve's throughput mode (an HAProxy ingress, direct gRPC between replicas) is the default, as
 in production. Its HAProxy has fixed stats/metrics ports and files under /tmp by default; each
@@ -16,11 +16,8 @@ import contextlib
 import json
 import logging
 import os
-import random
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from config.secrets import read_env
+from ops import ports, processes
 
 log = logging.getLogger("orml.serve")
 
@@ -50,17 +48,6 @@ autoscaling stats (our Busy, ``actors.autoscaling``) only when replicas collect 
 ongoing-request metric; with the handles collecting it (Ray's default) a replica whose
 autoscaling config arrives after it starts never pushes them, and the Busy policy sees none."""
 
-#: Ports per protocol for one local cluster's ingress replicas (see ``cluster_port_block``).
-DIRECT_INGRESS_BLOCK = 50
-#: A local cluster's own ports: its ingress replicas' (HTTP, then gRPC), then HAProxy's stats
-#: and metrics ports, then the cluster's HTTP, gRPC and Ray metrics ports (``_OWN_PORTS``),
-#: then the HTTP and gRPC ports of Serve's fallback proxy (``fallback_proxy_env``).
-CLUSTER_BLOCK = 2 * DIRECT_INGRESS_BLOCK + 7
-_OWN_PORTS = 2 * DIRECT_INGRESS_BLOCK + 2  # offset of the HTTP port in the block
-#: Where those blocks are taken from: below Linux's ephemeral ports (32768+, which outgoing
-#: connections take at any moment: a port found free there can be gone when HAProxy binds it)
-#: and Serve's own ranges (30000-31000 HTTP, 40000-41000 gRPC).
-CLUSTER_PORT_RANGE = (20000, 30000)
 
 PROCESS_ENV = {"MALLOC_ARENA_MAX": "2"}
 """Set for Ray's processes (as defaults: the caller's environment wins). glibc gives each
@@ -74,79 +61,6 @@ PROXY_RESTART_TIMEOUT_S = 120.0
 
 GRPC_SERVICERS = ["serve_app.grpc_api.registration.add_orml_servicer"]
 """What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
-
-
-def cluster_port_block(rng: random.Random | None = None) -> int:
-    """The first of ``CLUSTER_BLOCK`` ports of this local cluster's own, all free now.
-
-    Serve gives each ingress replica an HTTP and a gRPC port from fixed ranges (30000-31000,
-    40000-41000), lowest first, per cluster, and binds the gRPC one with SO_REUSEPORT: with
-    three local clusters running, `ss` showed three ingress replicas listening on 40000, and
-    every gRPC request to one cluster could be answered by another's (seen: a test app
-    answering every 5th request, its gRPC ones, with the other cluster's model version). Each
-    cluster started here takes a block chosen at random among those of
-    ``CLUSTER_PORT_RANGE`` with no port bound now (``direct_ingress_env`` and HAProxy's ports
-    come from it). RuntimeError when there is none.
-    """
-    rng = rng or random.Random()
-    low, high = CLUSTER_PORT_RANGE
-    bases = list(range(low, high - CLUSTER_BLOCK + 1, CLUSTER_BLOCK))
-    rng.shuffle(bases)
-    for base in bases:
-        if all(_bindable(port) for port in range(base, base + CLUSTER_BLOCK)):
-            return base
-    raise RuntimeError(f"no block of {CLUSTER_BLOCK} free ports in {low}-{high}")
-
-
-def direct_ingress_env(base: int) -> dict[str, str]:
-    """Serve's ingress-replica port ranges, from the block at ``base`` (cluster_port_block)."""
-    grpc = base + DIRECT_INGRESS_BLOCK
-    return {
-        "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(base),
-        "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(grpc - 1),
-        "RAY_SERVE_DIRECT_INGRESS_MIN_GRPC_PORT": str(grpc),
-        "RAY_SERVE_DIRECT_INGRESS_MAX_GRPC_PORT": str(grpc + DIRECT_INGRESS_BLOCK - 1),
-    }
-
-
-FALLBACK_HTTP, FALLBACK_GRPC = (
-    "RAY_SERVE_FALLBACK_PROXY_HTTP_PORT",
-    "RAY_SERVE_FALLBACK_PROXY_GRPC_PORT",
-)
-
-
-def fallback_proxy_env(base: int) -> dict[str, str]:
-    """The ports of the proxy Serve keeps on the head node beside HAProxy (fixed at 8500 and
-    9500 otherwise: a second cluster on the machine, or anything else there, would collide),
-    from the block at ``base``."""
-    return {FALLBACK_HTTP: str(base + _OWN_PORTS + 3), FALLBACK_GRPC: str(base + _OWN_PORTS + 4)}
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return False
-        return True
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now."""
-    return free_ports(1)[0]
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports free now: all held open until all are chosen, so the kernel
-    cannot hand the same one out twice (it may, to binds that close in between)."""
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def apply_process_env() -> None:
@@ -260,22 +174,25 @@ def start(
     apply_process_env()
     # Every port from the cluster's own block, below the ephemeral range: a port the kernel
     # called free there was once taken by an outgoing connection before HAProxy bound it.
-    base = cluster_port_block()
-    http_port = http_port or base + _OWN_PORTS
-    grpc_port = grpc_port or base + _OWN_PORTS + 1
-    metrics_port = metrics_port or base + _OWN_PORTS + 2
+    base = ports.cluster_port_block()
+    http_port = http_port or base + ports.OWN_PORTS
+    grpc_port = grpc_port or base + ports.OWN_PORTS + 1
+    metrics_port = metrics_port or base + ports.OWN_PORTS + 2
     env: dict[str, str] = {**AUTOSCALING_ENV, **(extra_env or {})}
     fallback: dict[str, str] = {}
     if throughput_mode:
         env.update(THROUGHPUT_ENV)
         env.update(LOCAL_DRAIN_ENV)
-        env.update(direct_ingress_env(base))
-        fallback = fallback_proxy_env(base)
+        env.update(ports.direct_ingress_env(base))
+        fallback = ports.fallback_proxy_env(base)
         env.update(fallback)
         _haproxy_dir = Path(tempfile.mkdtemp(prefix="orml-haproxy-"))
         _serve_dirs_before.clear()
         _serve_dirs_before.update(_serve_haproxy_dirs())
-        haproxy_ports = base + 2 * DIRECT_INGRESS_BLOCK, base + 2 * DIRECT_INGRESS_BLOCK + 1
+        haproxy_ports = (
+            base + 2 * ports.DIRECT_INGRESS_BLOCK,
+            base + 2 * ports.DIRECT_INGRESS_BLOCK + 1,
+        )
         if haproxy_lanes is None:  # no shedding at the proxy; the lanes' own listeners still
             from serve_app.http_routes import LANE_OF_PATH
 
@@ -314,7 +231,9 @@ def start(
         dashboard=None if dashboard_port is None else f"http://127.0.0.1:{dashboard_port}",
         metrics=f"http://127.0.0.1:{metrics_port}/metrics",
         fallback_proxy=(
-            (int(fallback[FALLBACK_HTTP]), int(fallback[FALLBACK_GRPC])) if fallback else None
+            (int(fallback[ports.FALLBACK_HTTP]), int(fallback[ports.FALLBACK_GRPC]))
+            if fallback
+            else None
         ),
     )
 
@@ -440,8 +359,8 @@ def _ray_children() -> list[int]:
     """The Ray processes this process started that run now (GCS, dashboard, monitor, ...)."""
     return [
         pid
-        for pid in _processes_mentioning(("/ray/",))
-        if _parent_of(pid) == os.getpid() and _running(pid)
+        for pid in processes.processes_mentioning(("/ray/",))
+        if processes.parent_of(pid) == os.getpid() and processes.running(pid)
     ]
 
 
@@ -453,7 +372,7 @@ def cluster_going_down(within_s: float = 0.5) -> bool:
     ``within_s``: the signal that stopped us went to the whole process group."""
     deadline = time.monotonic() + within_s
     while True:
-        if any(not _running(pid) for pid in _started_ray_children):
+        if any(not processes.running(pid) for pid in _started_ray_children):
             return True
         if time.monotonic() >= deadline:
             return False
@@ -505,11 +424,11 @@ def _remove_private_files() -> None:
     # is gone), then Ray ends, then scans run until several in a row find none.
     if _haproxy_dir is not None:
         _disarm_haproxy(_haproxy_dir)
-    _end(_ray_descendants())
+    processes.end(_ray_descendants())
     if _haproxy_dir is not None:
         quiet = 0
         for _ in range(HAPROXY_SCANS):
-            quiet = 0 if _kill_processes_mentioning(str(_haproxy_dir)) else quiet + 1
+            quiet = 0 if processes.kill_processes_mentioning(str(_haproxy_dir)) else quiet + 1
             if quiet >= HAPROXY_QUIET_SCANS:
                 break
             time.sleep(0.1)
@@ -549,8 +468,10 @@ def _adopt_orphans() -> None:
 def _ray_descendants() -> list[int]:
     """Running Ray processes below this one in the process tree (the raylet's agents
     included, and any re-parented here)."""
-    ray_pids = {pid for pid in _processes_mentioning(("ray::", "/ray/")) if _running(pid)}
-    parent = {pid: _parent_of(pid) for pid in ray_pids}
+    ray_pids = {
+        pid for pid in processes.processes_mentioning(("ray::", "/ray/")) if processes.running(pid)
+    }
+    parent = {pid: processes.parent_of(pid) for pid in ray_pids}
     mine: set[int] = set()
     for pid in ray_pids:
         seen, up = [pid], parent.get(pid)
@@ -598,81 +519,6 @@ def import_ray_keeping_signals() -> None:
         del os.environ["RAY_DISABLE_FAILURE_SIGNAL_HANDLER"]
 
 
-def _processes_mentioning(needles: tuple[str, ...]) -> list[int]:
-    """Pids of the processes (not this one) whose command line contains one of ``needles``."""
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any(n in cmdline for n in needles):
-            pids.append(int(proc.name))
-    return pids
-
-
-def _parent_of(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _kill_processes_mentioning(needle: str, grace_s: float = 2.0) -> list[int]:
-    """SIGTERM (then SIGKILL after ``grace_s``) every process whose command line contains
-    ``needle``; their pids."""
-    return _end(_processes_mentioning((needle,)), grace_s)
-
-
-def _end(pids: list[int], grace_s: float = 2.0) -> list[int]:
-    """SIGTERM ``pids``, SIGKILL those still running after ``grace_s``, reap those that are
-    this process's children; the pids."""
-    pids = list(pids)
-    ended = list(pids)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if _running(p)]
-        time.sleep(0.05)
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    for pid in ended:
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-    return ended
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (an exited child its parent has not reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-def check_ports_free(ports: Mapping[str, int], host: str = "0.0.0.0") -> None:
-    """RuntimeError naming every port something already listens on (a stale server?)."""
-    taken = []
-    for what, port in ports.items():
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((host, port))
-            except OSError:
-                taken.append(f"{what} port {port}")
-    if taken:
-        raise RuntimeError(
-            f"{', '.join(taken)} already in use: another orml serve or a stale listener "
-            f"(see `ss -ltnp`); stop it or choose other ports"
-        )
-
-
 @contextmanager
 def local_serve(**kwargs: Any) -> Iterator[LocalServe]:
     """``start`` ... ``stop`` as a context manager (keyword arguments as ``start``)."""
@@ -681,67 +527,3 @@ def local_serve(**kwargs: Any) -> Iterator[LocalServe]:
         yield endpoints
     finally:
         stop()
-
-
-class RedisProcess:
-    """A private ``redis-server`` on a free loopback port, nothing kept on disk."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.workdir = workdir
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    @staticmethod
-    def available() -> bool:
-        return shutil.which("redis-server") is not None
-
-    def start(self) -> RedisProcess:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
-                    s.sendall(b"PING\r\n")
-                    if s.recv(16).startswith(b"+PONG"):
-                        return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("private redis-server did not start")
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            self.resume()
-            self.proc.kill()
-            self.proc.wait(10)
-            self.proc = None
-
-    def pause(self) -> None:
-        assert self.proc is not None
-        os.kill(self.proc.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        if self.proc is not None:
-            os.kill(self.proc.pid, signal.SIGCONT)
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None

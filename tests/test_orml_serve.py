@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.local import free_port, free_ports
+from ops.ports import free_port, free_ports
 
 ORML = str(Path(sys.executable).with_name("orml"))
 pytestmark = pytest.mark.serve
@@ -237,7 +237,7 @@ def test_each_local_cluster_takes_its_own_ingress_ports_away_from_bound_ones():
     a block with a port already bound (here with SO_REUSEPORT, as a replica binds) is skipped."""
     import random
 
-    from ops.local import DIRECT_INGRESS_BLOCK, cluster_port_block, direct_ingress_env
+    from ops.ports import DIRECT_INGRESS_BLOCK, cluster_port_block, direct_ingress_env
 
     low = cluster_port_block(random.Random(7))
     env = direct_ingress_env(low)

@@ -81,7 +81,7 @@ def test_the_install_and_test_commands_are_what_ci_runs():
 
 @pytest.fixture(scope="module")
 def orml_serve(tmp_path_factory: pytest.TempPathFactory):
-    from ops.local import check_ports_free
+    from ops.ports import check_ports_free
 
     try:
         check_ports_free({"HTTP": 8000, "gRPC": 9000})  # the README's ports

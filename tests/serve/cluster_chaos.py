@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from ops import drill
-from ops.local import free_port
+from ops.ports import free_port
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs
 

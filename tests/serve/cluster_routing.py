@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from ops.local import free_port
+from ops.ports import free_port
 from planner import generate_round
 from serve_app.builder import build_app
 from serve_app.config import DispatchAppArgs

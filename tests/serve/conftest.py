@@ -8,7 +8,8 @@ from collections.abc import Iterator
 import pytest
 
 from ops import local
-from ops.local import LocalServe, free_port
+from ops.local import LocalServe
+from ops.ports import free_port
 from serve_app.config import DispatchAppArgs, Limits
 
 LIMITS = Limits(max_body_bytes=2 << 20, max_riders=300, max_orders=300, max_route_stops=16)

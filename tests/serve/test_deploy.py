@@ -17,7 +17,7 @@ import httpx
 import pytest
 import yaml
 
-from ops.local import free_ports
+from ops.ports import free_ports
 from serve_app.config import DispatchAppArgs, ResilienceArgs
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -216,7 +216,7 @@ def test_a_client_that_asks_first_is_refused_before_its_body(config, tmp_path):
     100 Continue and its answer; one without the header waits in the queue as before."""
     from ray.serve._private.haproxy import get_haproxy_binary
 
-    from ops.local import free_ports
+    from ops.ports import free_ports
 
     replica = ThreadingHTTPServer(("127.0.0.1", 0), SlowReplica)
     threading.Thread(target=replica.serve_forever, daemon=True).start()

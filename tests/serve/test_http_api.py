@@ -55,7 +55,7 @@ def test_the_cluster_s_public_ports_come_from_its_own_block(serve_endpoints):
     # outgoing connection before HAProxy bound it, and the whole session's Serve failed.
     from urllib.parse import urlsplit
 
-    from ops.local import CLUSTER_PORT_RANGE
+    from ops.ports import CLUSTER_PORT_RANGE
 
     low, high = CLUSTER_PORT_RANGE
     ports = [

@@ -23,7 +23,7 @@ import yaml
 
 from etr import features_from_orders, load_artifact, load_runtime
 from ops import models
-from ops.local import free_ports
+from ops.ports import free_ports
 from planner import generate_round
 from serve_app.grpc_api.client import OrmlGrpcClient, OrmlGrpcError
 from serve_app.schemas import DispatchRequest, OrderIn

@@ -18,7 +18,7 @@ import httpx
 import pytest
 import yaml
 
-from ops.local import free_port
+from ops.ports import free_port
 from planner import generate_round
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from ops.local import free_port
+from ops.ports import free_port
 
 DEPLOYMENTS = {"Ingress", "OrSolver", "Etr"}
 SHOT = Path(__file__).resolve().parents[2] / "bench" / "out" / "ray-dashboard-serve.png"
