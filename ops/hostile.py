@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from ops.slow_and_dead import replica_pids
+from ops.processes import replica_pids
 from serve_app.config import Limits
 
 JSON = {"content-type": "application/json"}

@@ -66,3 +66,31 @@ def running(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def replica_pids(deployment: str, app: str = "orml") -> list[int]:
+    """The pids of ``app``'s ``deployment`` replicas on this machine (Ray titles a replica's
+    process ``ray::ServeReplica:<app>:<deployment>``)."""
+    title = f"ServeReplica:{app}:{deployment}".encode()
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if title in (proc / "cmdline").read_bytes():
+                    pids.append(int(proc.name))
+            except OSError:
+                continue
+    return pids
+
+
+def children_of(pid: int) -> list[int]:
+    """The direct child processes of ``pid``."""
+    try:
+        tasks = Path(f"/proc/{pid}/task").iterdir()
+        found: list[int] = []
+        for task in tasks:
+            text = (task / "children").read_text().split()
+            found += [int(c) for c in text]
+        return sorted(set(found))
+    except OSError:
+        return []

@@ -32,33 +32,7 @@ from pathlib import Path
 
 import httpx
 
-
-def replica_pids(deployment: str, app: str = "orml") -> list[int]:
-    """The pids of ``app``'s ``deployment`` replicas on this machine (Ray titles a replica's
-    process ``ray::ServeReplica:<app>:<deployment>``)."""
-    title = f"ServeReplica:{app}:{deployment}".encode()
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if title in (proc / "cmdline").read_bytes():
-                    pids.append(int(proc.name))
-            except OSError:
-                continue
-    return pids
-
-
-def children_of(pid: int) -> list[int]:
-    """The direct child processes of ``pid``."""
-    try:
-        tasks = Path(f"/proc/{pid}/task").iterdir()
-        found: list[int] = []
-        for task in tasks:
-            text = (task / "children").read_text().split()
-            found += [int(c) for c in text]
-        return sorted(set(found))
-    except OSError:
-        return []
+from ops import processes
 
 
 @dataclass
@@ -233,8 +207,8 @@ def killing_offline_children(
 
     def kill() -> None:
         while not stop.wait(every_s):
-            for replica in replica_pids(deployment, app):
-                for child in children_of(replica):
+            for replica in processes.replica_pids(deployment, app):
+                for child in processes.children_of(replica):
                     if _is_python(child):
                         try:
                             os.kill(child, signal.SIGKILL)
