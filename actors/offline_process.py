@@ -226,7 +226,7 @@ def _child_main(conn: Any, online: Any, cancel: Any, policy: Policy) -> None:
     from planner.pdptw.solve import solve
 
     # The compiled kernels, loaded (or compiled, on a cold cache) before the first solve: loaded
-    # lazily inside it, they spent its time limit (a 0.5 s solve took 0.75 s in a fresh child).
+    # lazily inside it, their loading would count against its time limit.
     warm_up()
     stats = {"yields": 0, "yielded_s": 0.0}
 

@@ -1,9 +1,9 @@
 """The compiled twin of ``assign.shortest_augmenting_path``: the same steps as a loop, by Numba.
 
-The NumPy build does each Dijkstra step as a handful of array calls over all columns (~30 us a
-step for 1,000 columns), so it is 4-5x slower than SciPy's C++ on a 1000 x 300 round; this loop
-does a step in one pass and is as fast as SciPy there. It makes the same choices in the same
-float64 arithmetic (no fast-math; ``(cost + h) - v`` in both), which is why
+The NumPy build does each Dijkstra step as a handful of array calls over all columns, each
+paying the interpreter's overhead, so it trails SciPy's C++ on dispatch-sized matrices; this
+loop does a step in one pass and keeps up with SciPy (``bench/assign.py``). It makes the same
+choices in the same float64 arithmetic (no fast-math; ``(cost + h) - v`` in both), which is why
 ``tests/kernels/test_assign.py`` can hold the two equal. The first call compiles (seconds;
 cached on disk after).
 """

@@ -77,7 +77,7 @@ def _exact(cost: np.ndarray, build: str) -> np.ndarray:
     finite = np.isfinite(cost)
     priced = np.where(finite, cost.astype(np.float64), _unassigned_price(cost))
     # The method wants no more rows than columns; a row-major copy keeps its row scans
-    # contiguous (a transposed view makes them strided, 3x slower).
+    # contiguous (a transposed view makes them strided, and slower).
     by_order = n_orders <= n_riders
     priced = np.ascontiguousarray(priced.T if by_order else priced)
     if build == "jit":

@@ -8,8 +8,8 @@ prices densely while they load. Each twin answers like its loop (bit for bit; th
 float32 rounding), so "auto" may pick either without a caller being able to tell; it picks the
 loop while the compiled builds are warming (``warming()``) and the compiled one after.
 
-Why the warming state exists: loading the builds costs a replica ~1.5 s with the GIL held
-(``import numba`` alone 0.3 s), and compiling them 10-20 s on a slow 2-core host. A replacement
+Why the warming state exists: loading the builds costs a replica seconds with the GIL held
+(``import numba`` among them), and compiling them far longer on a slow host. A replacement
 replica that did either in its constructor would be that much later taking traffic, so a
 replica defers them (``defer()``) and loads them in the background once it is up
 (``warm_up_in_background()``).

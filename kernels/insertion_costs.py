@@ -21,8 +21,9 @@ when ``x <= min T`` (the common case); only placements that make later stops lat
 Three implementations with one answer, which ``tests/kernels/test_insertion_costs.py`` holds
 bit-equal: ``_numpy_loop`` (any ``xp``, vectorised over pairs with a Python loop over positions),
 the CUDA kernel in ``insertion_costs.cu`` (a thread per pair), and its CPU twin compiled by Numba
-in ``_insertion_costs_jit.py`` (the same per-pair loop on the CPU threads; the NumPy default,
-3-4x faster than the array loop on dispatch rounds and ~10x on a few long routes).
+in ``_insertion_costs_jit.py`` (the same per-pair loop on the CPU threads; the NumPy default:
+it pays no interpreter overhead per position, which the array loop pays most on few long
+routes; ``bench/kernels.py`` measures both).
 """
 
 from __future__ import annotations

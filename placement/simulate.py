@@ -1,9 +1,10 @@
 """Discrete-event simulation of a plan under a request trace, from the profiles alone.
 
 Per deployment: arrivals (Poisson, or bursty: a two-state modulated Poisson process at 1.5x
-the mean rate 20% of the time and 0.875x otherwise, phases ~1 s), routed like Serve's router
-(the shorter queue of two replicas drawn at random), dynamic batching on each replica (a batch
-starts when it is full or its oldest request has waited ``batch_wait_ms``), call time drawn
+the mean rate 20% of the time and 0.875x otherwise, phases of a second on average), routed
+like Serve's router (the shorter queue of two replicas drawn at random), dynamic batching on
+each replica (a batch starts when it is full or its oldest request has waited
+``batch_wait_ms``), call time drawn
 from a log-normal with the profile's p50 and p99 at that batch size, divided by the replica's
 share of its card. Outputs: per deployment SLO attainment (fraction of requests within the
 p99 target), observed p50/p99, mean queue wait; per card the busy fraction.

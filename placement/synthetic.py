@@ -50,8 +50,8 @@ def model_zoo(n: int, seed: int = 0) -> ProfileSet:
 def demand_mix(
     zoo: ProfileSet, seed: int = 0, scale: float = 1.0, burst_factor: float = 1.0
 ) -> Demand:
-    """Every zoo model with a rate of 20-400 requests/s (x ``scale``) and a p99 target 3-10x
-    its A10 latency at batch 1 (some tight, some loose)."""
+    """Every zoo model with a rate drawn from 20 to 400 requests a second (x ``scale``) and a
+    p99 target 3-10x its A10 latency at batch 1 (some tight, some loose)."""
     rng = random.Random(seed)
     models = []
     for name in sorted(zoo.models()):

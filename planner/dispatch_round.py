@@ -73,9 +73,9 @@ def nearest_riders(routes: RouteArrays, orders: OrderArrays, k: int) -> tuple[An
 
 
 #: Pairs priced between two checkpoints on the array loops a warming replica uses (a block
-#: takes ~0.1-1 s there): ``solve_round`` stops within about that of being abandoned. The
-#: compiled kernel prices in one call (the limits' largest round in ~2 s; in blocks it took 20%
-#: longer: re-packed routes and concatenated answers), as does a GPU.
+#: takes a fraction of a second there): ``solve_round`` stops within about that of being
+#: abandoned. The compiled kernel prices in one call (in blocks it would pay for re-packed
+#: routes and concatenated answers), as does a GPU.
 CHECKPOINT_PAIRS = 1 << 20
 
 

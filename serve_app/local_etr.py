@@ -1,8 +1,8 @@
 """The ETR model computed in the ingress's own process, when placement puts it there.
 
-A Serve hop costs ~2 ms of CPU a request here (bench/serve_load.py; a no-op route does
-2000-3000 requests/s on this 2-core box, the same route with one hop ~420), while the ETR model
-is a 19 KB MLP that answers a row in microseconds on the CPU. So where the Etr replicas run a
+A Serve hop costs milliseconds of CPU a request (``bench/serve_load.py`` measures it against a
+no-op route), while the ETR model is a small MLP that answers a row in microseconds on the
+CPU. So where the Etr replicas run a
 CPU runtime, the ingress computes the model itself (``args.etr_placement: auto``, the
 default; ``ingress`` / ``deployment`` force it), with the same batcher and version handling
 as an Etr replica (``actors.etr_model.EtrDeployment``, model calls inline). On a GPU the Etr

@@ -35,8 +35,8 @@ What a decision becomes is ``ReplayPolicy``'s, and only what must be final now i
   the plan whose open orders reach their doors earliest, in sum, is executed (without
   rollouts, the one whose schedule costs least on MDRP's own clock, ``_plan_cost``). One
   dispatch call per variant and per rollout round: each plan is the dispatch's, the choice
-  between them the replay's. On all 168 days 5 min of rollouts took click-to-door 32.37 ->
-  32.31 for ~2.5x the replay's time (the largest day 46 s; 10 min: 32.26, 73 s; docs/mdrp.md).
+  between them the replay's. Rollouts buy a shorter click-to-door for a few times the replay's
+  time (``bench/mdrp.py``; the figures are in docs/mdrp.md).
 * **Bundle one restaurant's orders when it pays.** A committed order takes along open orders
   of its restaurant whose food is ready by the pickup (plus ``bundle_wait_min``), one at a time,
   while the bundle gains: a mate joins when the minutes it gains (its drop-off in the bundle
@@ -566,7 +566,7 @@ class DaySimulator:
         fork = copy.copy(self)
         fork.decide = getattr(self.decide, "unpaced", self.decide)
         fork.policy = replace(self.policy, plans=1, rollout_min=0, round_budget_ms=None)
-        fork.couriers = {  # field by field: dataclasses.replace took 4% of a rollout day
+        fork.couriers = {  # field by field: dataclasses.replace is slow on a rollout's hot path
             cid: CourierState(s.courier, s.place, s.x, s.y, s.free_at)
             for cid, s in self.couriers.items()
         }
