@@ -4,7 +4,7 @@
 
 Every key of a Serve config (Ray's ``ServeDeploySchema``, our application's ``args``
 (``serve_app.config.DispatchAppArgs``) and the Etr deployment's ``user_config``
-(``actors.etr_model.EtrUserConfig``)) and every environment variable (``config.Settings`` and
+(``actors.etr_batcher.EtrUserConfig``)) and every environment variable (``config.Settings`` and
 the other ``ORML_*`` variables, ``config.environment``), each with its type, default, bounds
 and description, read from the models: the page cannot drift from the code, and
 ``tests/test_config_reference.py`` holds the committed page equal to this output and every key
@@ -126,7 +126,7 @@ def serve_config_rows() -> list[tuple[str, ...]]:
     application's ``args`` and the Etr deployment's ``user_config`` spelled out."""
     from ray.serve.schema import ServeDeploySchema
 
-    from actors.etr_model import EtrUserConfig
+    from actors.etr_batcher import EtrUserConfig
     from serve_app.config import DispatchAppArgs
 
     out = []
@@ -167,7 +167,7 @@ def page() -> str:
         "A Serve config (`deploy.yaml`, `deploy/production.yaml`) is validated by Ray's",
         "`ServeDeploySchema`; the application's `args` by `serve_app.config.DispatchAppArgs`",
         "when the app is built, and the Etr deployment's `user_config` by",
-        "`actors.etr_model.EtrUserConfig` whenever it changes. A key in a list of objects is",
+        "`actors.etr_batcher.EtrUserConfig` whenever it changes. A key in a list of objects is",
         "written `key[].field`.",
         "",
     ]

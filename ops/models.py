@@ -2,7 +2,7 @@
 
 Triton's explicit model control, on Ray Serve's terms: the version an app serves is data in the
 config the cluster runs (the Etr deployment's ``user_config``: ``model_version`` and
-``warm_versions``, see ``actors.etr_model.EtrUserConfig``). A roll reads that config back
+``warm_versions``, see ``actors.etr_batcher.EtrUserConfig``). A roll reads that config back
 through the dashboard's Serve REST API (what ``serve config`` shows), changes those two
 fields and deploys it again (what ``serve deploy`` does). Serve applies a user_config change
 in place: each replica's ``reconfigure`` loads the new version beside the old one and swaps,

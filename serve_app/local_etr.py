@@ -5,7 +5,7 @@ no-op route), while the ETR model is a small MLP that answers a row in microseco
 CPU. So where the Etr replicas run a
 CPU runtime, the ingress computes the model itself (``args.etr_placement: auto``, the
 default; ``ingress`` / ``deployment`` force it), with the same batcher and version handling
-as an Etr replica (``actors.etr_model.EtrDeployment``, model calls inline). On a GPU the Etr
+as an Etr replica (``actors.etr_batcher.EtrBatcher``, model calls inline). On a GPU the Etr
 deployment keeps the model: it owns the device.
 
 The Etr deployment stays the owner of the model's configuration: the local copy follows it,
@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from actors.errors import DeadlinePassed, DeviceUnhealthy
-from actors.etr_model import EtrDeployment, EtrUserConfig
+from actors.etr_batcher import EtrBatcher, EtrUserConfig
 from etr import Prediction
 from serve_app.handles import EtrHandle
 from serve_app.pipeline.context import CallContext
@@ -53,7 +53,7 @@ class LocalEtr:
     ) -> None:
         self.remote, self.runtime, self.placement = remote, runtime, placement
         self.refresh_s = refresh_s
-        self.local: EtrDeployment | None = None
+        self.local: EtrBatcher | None = None
         self._guard = {**guard, "exit_on_device_fault": False, "fault_injection": False}
         self._decided = placement == "deployment"
         self._config: dict[str, Any] | None = None
@@ -93,7 +93,7 @@ class LocalEtr:
     def busy(self) -> dict[str, float] | None:
         """The local model's Busy by traffic class (as an Etr replica reports it), or None
         where the model is not computed here."""
-        return None if self.local is None else self.local.record_autoscaling_stats()
+        return None if self.local is None else self.local.load.autoscaling_stats()
 
     async def ready(self) -> dict[str, Any]:
         """The Etr deployment's readiness, and where the model is computed. Asking decides
@@ -128,7 +128,7 @@ class LocalEtr:
             if self.placement == "auto" and state.get("runtime") not in CPU_RUNTIMES:
                 self._config = state
                 return  # a device the Etr replicas own: the model stays there
-            self.local = EtrDeployment.func_or_class(self.runtime, self._guard, inline_calls=True)
+            self.local = EtrBatcher(self.runtime, self._guard, inline_calls=True)
         config = {name: state[name] for name in EtrUserConfig.model_fields if name in state}
         config["model_version"] = state["model_version"]  # exactly the version they serve
         if config != self._config:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from actors.errors import DeadlinePassed
-from actors.etr_model import EtrDeployment
+from actors.etr_batcher import EtrBatcher
 from etr import load_artifact, load_runtime
 
 ARTIFACT = load_artifact("etr")
@@ -26,7 +26,7 @@ def reconfigure(replica, config):
 
 @pytest.fixture
 def replica():
-    r = EtrDeployment.func_or_class("onnxruntime", {})
+    r = EtrBatcher("onnxruntime", {})
     reconfigure(r, {})  # what Serve does after __init__
     return r
 
@@ -95,7 +95,7 @@ def test_online_rows_run_before_offline_ones_that_waited(replica):
     order = [int(np.flatnonzero((ROWS[:3] == f).all(axis=1))[0]) for f in rec.firsts]
     assert order == [0, 2, 1]
     assert rec.classes == ["online", "online", "offline"]  # the replica's Busy per class
-    stats = replica.record_autoscaling_stats()
+    stats = replica.load.autoscaling_stats()
     assert stats["busy_online"] > 0 and stats["busy_offline"] > 0
 
 

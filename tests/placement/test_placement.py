@@ -123,7 +123,7 @@ def test_milp_uses_fewer_cards_than_first_fit_decreasing():
 def test_emitted_config_is_a_valid_serve_config_the_app_accepts():
     from ray.serve.schema import ServeDeploySchema
 
-    from actors.etr_model import EtrUserConfig
+    from actors.etr_batcher import EtrUserConfig
     from serve_app.config import DispatchAppArgs
 
     profiles = ProfileSet.load(ROOT / "profiles")

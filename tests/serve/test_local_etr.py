@@ -8,16 +8,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from actors.etr_model import EtrDeployment, EtrUserConfig
+from actors.etr_batcher import EtrBatcher, EtrUserConfig
 from serve_app.local_etr import LocalEtr
 
 
 class EtrReplica:
-    """The Etr deployment as ``LocalEtr`` asks it (``ready``), answered by a real ``EtrDeployment``
+    """The Etr deployment as ``LocalEtr`` asks it (``ready``), answered by a real ``EtrBatcher``
     in this process instead of over a Serve handle."""
 
     def __init__(self, runtime: str) -> None:
-        self.replica = EtrDeployment.func_or_class(runtime)
+        self.replica = EtrBatcher(runtime)
 
     async def start(self) -> None:
         await self.replica.reconfigure(EtrUserConfig().model_dump())
