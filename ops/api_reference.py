@@ -21,9 +21,9 @@ PROTO = ROOT / "serve_app" / "grpc_api" / "orml.proto"
 
 
 def openapi() -> dict[str, Any]:
-    from serve_app.app import api
+    from serve_app.app import documentation_app
 
-    return api.openapi()
+    return documentation_app().openapi()
 
 
 def _type_of(schema: dict[str, Any]) -> str:

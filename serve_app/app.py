@@ -1,8 +1,9 @@
 """The ingress deployment: the HTTP routes, the gRPC methods and the Python handle API, each a
 thin adapter over one ``serve_app.pipeline.Pipeline``.
 
-(No ``from __future__ import annotations`` here: FastAPI must see real types through
-``serve.ingress``.)
+(No ``from __future__ import annotations`` here: FastAPI reads the endpoints' annotations as
+types. The HTTP app itself, routes and middlewares, is built per replica by
+``serve_app.http_app.build_http_app`` from the route table ``serve_app.http_routes.ROUTES``.)
 
 Every protocol does the same three things: build the request's ``CallContext`` (deadline,
 traffic class), hand the pipeline a decoder that parses the body only once the request is
@@ -13,14 +14,11 @@ admitted, and encode the answer. Errors of every protocol come from one table
 import asyncio
 import gc
 import logging
-import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import HTTPException, Request
-from fastapi.exceptions import RequestValidationError
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi_offline import FastAPIOffline
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 
@@ -28,14 +26,10 @@ from actors.cpu_priority import raise_priority
 from config import get_settings
 from domain import DispatchPlan, DispatchRound, TrafficClass
 from serve_app import http_edge, kserve_v2
-from serve_app.body_limit import BodyLimit
 from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
-from serve_app.direct_routes import DirectRoutes
 from serve_app.error_answers import (
-    ERROR_TABLE,
     answer_for,
-    detail_for,
     retry_after_header,
     retry_after_s,
 )
@@ -45,106 +39,33 @@ from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
 from serve_app.heap_probe import HeapProbe
 from serve_app.hedging import HedgePolicy
-from serve_app.http_routes import ENDPOINT_OF_PATH, LANE_OF_PATH
+from serve_app.http_app import build_http_app
+from serve_app.http_routes import LANE_OF_PATH
 from serve_app.ingress_metrics import CacheMetrics, stage_histogram
 from serve_app.lean_listener import LeanListener
 from serve_app.local_etr import LocalEtr
-from serve_app.openapi import document_request_bodies
 from serve_app.pipeline import (
     Admission,
     CallContext,
     DispatchCall,
     DispatchSource,
     EtrCall,
-    FieldError,
-    InvalidInput,
     Lane,
     Pipeline,
     SolveCall,
 )
 from serve_app.pipeline.api_keys import ApiKeys
-from serve_app.pipeline.context import context_from_metadata, safe_request_id
-from serve_app.pipeline.errors import ServingError, Unauthenticated, Unavailable
-from serve_app.request_metrics import RequestMetrics
+from serve_app.pipeline.context import context_from_metadata
+from serve_app.pipeline.errors import ServingError, Unavailable
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import (
-    DispatchRequest,
-    DispatchResponse,
-    EtrRequest,
-    EtrResponse,
     FaultRequest,
     RequestModels,
-    SolveRequest,
-    SolveResponse,
     plan_to_dict,
     prediction_to_dict,
 )
 
 log = logging.getLogger("orml.serve")
-
-# FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not a
-# CDN, so the docs work on a machine without internet.
-api = FastAPIOffline(
-    title="orml-serve",
-    version="0.1.0",
-    description="Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve.",
-)
-# Set by the ingress replica when it starts (Starlette's per-app state): its limits, and the
-# replica itself for the direct routes.
-api.state.limits = Limits()
-api.state.ingress = None
-document_request_bodies(
-    api,
-    {
-        "/v1/dispatch": DispatchRequest,
-        "/v1/etr": EtrRequest,
-        "/v1/etr/bulk": EtrRequest,
-        "/v1/routes/solve": SolveRequest,
-    },
-)
-
-
-@api.exception_handler(Exception)
-async def _error(request: Request, exc: Exception) -> Response:
-    """Every error, every route: the status and detail from ``serve_app.error_answers``."""
-    if isinstance(exc, HTTPException):
-        return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
-    if isinstance(exc, RequestValidationError):
-        exc = InvalidInput([FieldError(tuple(e["loc"]), e["msg"], e["type"]) for e in exc.errors()])
-    request_id = safe_request_id(request.headers.get("x-request-id")) or uuid.uuid4().hex
-    content: dict[str, Any] = {"detail": detail_for(exc, request_id)}
-    headers = {}
-    answer = answer_for(exc)
-    if answer.http_status == 500:
-        content["request_id"] = request_id
-    after = retry_after_s(exc)
-    if after is not None:
-        headers["Retry-After"] = retry_after_header(after)
-    if isinstance(exc, Unauthenticated):
-        headers["WWW-Authenticate"] = 'Bearer realm="orml-serve"'
-    return JSONResponse(content, answer.http_status, headers)
-
-
-# FastAPI registers handlers for these itself; route them through the table too. Every error
-# the table answers is handled inside the app (Starlette's ExceptionMiddleware), where the
-# metrics middleware sees its status; only the unexpected reach the handler for Exception,
-# which Starlette runs outermost and then re-raises for the server to log with its traceback.
-api.add_exception_handler(HTTPException, _error)
-api.add_exception_handler(RequestValidationError, _error)
-for _known in ERROR_TABLE:
-    if issubclass(_known, Exception):
-        api.add_exception_handler(_known, _error)
-# Innermost first: the direct routes see requests the body limit and the metrics have seen.
-api.add_middleware(
-    DirectRoutes,
-    routes={("POST", "/v1/etr"): "etr_minutes", ("POST", "/v1/dispatch"): "dispatch"},
-    on_error=_error,
-)
-api.add_middleware(
-    BodyLimit,
-    limit=lambda path: api.state.limits.body_bytes(ENDPOINT_OF_PATH.get(path, "other")),
-)
-api.add_middleware(RequestMetrics)
 
 
 def build_admission(args: DispatchAppArgs) -> Admission:
@@ -195,7 +116,7 @@ def _observe_timings(timings: dict[str, float]) -> None:
 
 
 @serve.deployment(name="Ingress", ray_actor_options={"num_cpus": 0.25}, max_ongoing_requests=1024)
-@serve.ingress(api)
+@serve.ingress()
 class DispatchIngress(GrpcIngress):
     def __init__(
         self,
@@ -206,7 +127,6 @@ class DispatchIngress(GrpcIngress):
         self.args = DispatchAppArgs(**args)
         self.cpu_priority = raise_priority(self.args.ingress_priority_steps)
         log.info("Ingress CPU priority: %s", self.cpu_priority)
-        api.state.limits = self.args.limits
         self.models = RequestModels.for_limits(self.args.limits)
         self.round_decoder = RoundDecoder.for_limits(self.args.limits)
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
@@ -243,11 +163,11 @@ class DispatchIngress(GrpcIngress):
         )
         self._heap = HeapProbe()
         tune_gc()
-        api.state.ingress = self  # the direct routes may call it from now on
+        self.http_app = build_http_app(self, self.args.limits)
         # Last: once registered, HAProxy may send the lanes' requests to it.
         self.lean = (
             LeanListener.start(
-                api,
+                self.http_app,
                 serve.get_replica_context().replica_id.unique_id,
                 LANE_OF_PATH,
                 self.args.admission.default_timeout_s,
@@ -255,6 +175,10 @@ class DispatchIngress(GrpcIngress):
             if self.args.lean_listener and LeanListener.wanted()
             else None
         )
+
+    def __serve_build_asgi_app__(self) -> FastAPI:
+        """The replica's HTTP app (Serve asks for it after ``__init__``)."""
+        return self.http_app
 
     async def __del__(self) -> None:
         # Serve calls this once the replica has left HAProxy's config and drained its own.
@@ -294,7 +218,6 @@ class DispatchIngress(GrpcIngress):
         return await self.pipeline.dispatch(decode, ctx)
 
     # ---- HTTP -------------------------------------------------------------------------------
-    @api.post("/v1/dispatch", response_model=DispatchResponse, summary="Plan a dispatch round")
     async def dispatch(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
@@ -309,7 +232,6 @@ class DispatchIngress(GrpcIngress):
         plan = await self.pipeline.dispatch(decode, ctx)
         return http_edge.encode(request, plan_to_dict(plan))
 
-    @api.post("/v1/etr", response_model=EtrResponse, summary="Predict delivery minutes")
     async def etr_minutes(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.ONLINE, "etr")
 
@@ -325,11 +247,6 @@ class DispatchIngress(GrpcIngress):
         got = await self.pipeline.etr_minutes(decode, ctx, raw=raw)
         return http_edge.encode(request, prediction_to_dict(got))
 
-    @api.post(
-        "/v1/etr/bulk",
-        response_model=EtrResponse,
-        summary="Predict delivery minutes for many orders (offline: re-scoring, backfills)",
-    )
     async def etr_bulk(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.OFFLINE, "etr_bulk")
 
@@ -340,11 +257,6 @@ class DispatchIngress(GrpcIngress):
         got = await self.pipeline.etr_minutes(decode, ctx, self.args.limits.max_bulk_orders)
         return http_edge.encode(request, prediction_to_dict(got))
 
-    @api.post(
-        "/v1/routes/solve",
-        response_model=SolveResponse,
-        summary="Solve a static PDPTW instance (offline traffic; cached per instance)",
-    )
     async def routes_solve(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.OFFLINE, "solve")
         name = ""
@@ -358,11 +270,9 @@ class DispatchIngress(GrpcIngress):
         result, cached = await self.pipeline.solve(decode, ctx)
         return http_edge.encode(request, {**result, "instance": name, "cached": cached})
 
-    @api.get("/healthz", summary="The ingress process is alive")
     async def healthz(self) -> dict[str, str]:
         return {"status": "ok"}
 
-    @api.get("/readyz", summary="Models loaded, warm and healthy (503 until then)")
     async def readyz(self) -> JSONResponse:
         """Whether to send traffic here, and why not: each deployment's health, the solver's
         warm-up and the serving ETR versions; no configuration (that is /admin/status)."""
@@ -383,22 +293,18 @@ class DispatchIngress(GrpcIngress):
         )
 
     # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
-    @api.get("/v2/health/live", summary="KServe v2: the server is alive")
     async def v2_live(self) -> dict[str, bool]:
         return {"live": True}
 
-    @api.get("/v2/health/ready", summary="KServe v2: the server is ready (as /readyz)")
     async def v2_ready(self) -> JSONResponse:
         ready = (await self.readyz()).status_code == 200
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
-    @api.get("/v2/models/etr/ready", summary="KServe v2: the ETR model is ready")
     async def v2_model_ready(self) -> JSONResponse:
         state = await self._deployment_states()
         ready = "reason" not in state and bool(state["etr"]["healthy"])
         return JSONResponse({"name": "etr", "ready": ready}, status_code=200 if ready else 503)
 
-    @api.get("/v2/models/etr", summary="KServe v2: the ETR model's metadata")
     async def v2_model_metadata(self, request: Request) -> JSONResponse:
         try:
             self.api_keys.check("etr", request.headers.get("authorization"))
@@ -411,7 +317,6 @@ class DispatchIngress(GrpcIngress):
         versions = [str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]]
         return JSONResponse(kserve_v2.model_metadata(versions, str(etr.get("runtime", "onnx"))))
 
-    @api.post("/v2/models/etr/infer", summary="KServe v2: ETR minutes for a features tensor")
     async def v2_infer(self, request: Request) -> Response:
         try:
             ctx = self._context(request, TrafficClass.ONLINE, "etr")
@@ -432,7 +337,6 @@ class DispatchIngress(GrpcIngress):
             headers["Retry-After"] = retry_after_header(after)
         return JSONResponse({"error": str(exc)}, answer_for(exc).http_status, headers)
 
-    @api.get("/admin/status", include_in_schema=False)
     async def admin_status(self, request: Request) -> JSONResponse:
         """Operators: the deployments' full state (backends, runtimes, replicas, batching
         config), the admission lanes' and the cache's counters. An ``admin`` endpoint: behind
@@ -460,7 +364,6 @@ class DispatchIngress(GrpcIngress):
             return {"reason": f"a deployment could not answer ({type(exc).__name__})"}
         return {"or_solver": or_state, "etr": etr_state}
 
-    @api.post("/admin/faults", include_in_schema=False)
     async def inject_fault(self, request: Request) -> dict[str, Any]:
         """Drills only: 404 unless deployed with ``resilience.replicas.fault_injection: true``. The
         token is checked before the body is read (nothing of the API is told to a caller
@@ -501,3 +404,10 @@ class DispatchIngress(GrpcIngress):
     def failover_events(self, since: float = 0.0) -> list[dict[str, Any]]:
         """Retried attempts after ``since`` (s since epoch): drills read the timeline here."""
         return self.failover.recent(since)
+
+
+def documentation_app() -> FastAPI:
+    """The HTTP app exactly as a replica builds it, with no replica behind it (its endpoints
+    are never called): for its OpenAPI document and tests of its shape."""
+    unstarted = object.__new__(DispatchIngress.func_or_class)
+    return build_http_app(unstarted, Limits())

@@ -1,5 +1,9 @@
-"""The HTTP API's routes by path, for the ASGI middleware in front of FastAPI's router: which
-endpoint a request is for (its body limit, its API key), and the label its metrics carry.
+"""The HTTP API's one route table (``ROUTES``), and what the middleware in front of FastAPI's
+router reads from it: which endpoint a request is for (its body limit, its API key), its
+admission lane, and the label its metrics carry.
+
+``serve_app.http_app`` registers every route of the table on the ingress replica's app; the
+middlewares, HAProxy's lanes (``ops.haproxy_config``) and the docs read the same table.
 
 Labels are route templates only (a path the app serves, or ``"unmatched"``), so a caller
 cannot create a new metric series per distinct path it sends.
@@ -7,23 +11,102 @@ cannot create a new metric series per distinct path it sends.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
+
+@dataclass(frozen=True)
+class HttpRoute:
+    """One route. handler : the name of the ingress's method that answers it; endpoint : the
+    endpoint whose body limit and API key apply to its body (None: no body); lane : the
+    admission lane the pipeline takes it through (HAProxy sheds it in front when set);
+    direct : called past FastAPI's router (``serve_app.direct_routes``); request, response :
+    the names of its body's and its answer's models in ``serve_app.schemas`` (the endpoints
+    read their bodies themselves: the request model documents them); public : in the OpenAPI
+    document."""
+
+    method: str
+    path: str
+    handler: str
+    summary: str
+    endpoint: str | None = None
+    lane: str | None = None
+    direct: bool = False
+    request: str | None = None
+    response: str | None = None
+    public: bool = True
+
+
+ROUTES: tuple[HttpRoute, ...] = (
+    HttpRoute(
+        "POST",
+        "/v1/dispatch",
+        "dispatch",
+        "Plan a dispatch round",
+        endpoint="dispatch",
+        lane="dispatch",
+        direct=True,
+        request="DispatchRequest",
+        response="DispatchResponse",
+    ),
+    HttpRoute(
+        "POST",
+        "/v1/etr",
+        "etr_minutes",
+        "Predict delivery minutes",
+        endpoint="etr",
+        lane="etr",
+        direct=True,
+        request="EtrRequest",
+        response="EtrResponse",
+    ),
+    HttpRoute(
+        "POST",
+        "/v1/etr/bulk",
+        "etr_bulk",
+        "Predict delivery minutes for many orders (offline: re-scoring, backfills)",
+        endpoint="etr_bulk",
+        lane="etr",
+        request="EtrRequest",
+        response="EtrResponse",
+    ),
+    HttpRoute(
+        "POST",
+        "/v1/routes/solve",
+        "routes_solve",
+        "Solve a static PDPTW instance (offline traffic; cached per instance)",
+        endpoint="solve",
+        lane="solve",
+        request="SolveRequest",
+        response="SolveResponse",
+    ),
+    HttpRoute("GET", "/healthz", "healthz", "The ingress process is alive"),
+    HttpRoute("GET", "/readyz", "readyz", "Models loaded, warm and healthy (503 until then)"),
+    # The Open Inference Protocol (KServe v2) for the ETR model (serve_app.kserve_v2).
+    HttpRoute("GET", "/v2/health/live", "v2_live", "KServe v2: the server is alive"),
+    HttpRoute("GET", "/v2/health/ready", "v2_ready", "KServe v2: the server is ready (as /readyz)"),
+    HttpRoute("GET", "/v2/models/etr/ready", "v2_model_ready", "KServe v2: the ETR model is ready"),
+    HttpRoute("GET", "/v2/models/etr", "v2_model_metadata", "KServe v2: the ETR model's metadata"),
+    HttpRoute(
+        "POST",
+        "/v2/models/etr/infer",
+        "v2_infer",
+        "KServe v2: ETR minutes for a features tensor",
+        endpoint="etr",
+    ),
+    HttpRoute("GET", "/admin/status", "admin_status", "Operators: state", public=False),
+    HttpRoute(
+        "POST", "/admin/faults", "inject_fault", "Drills: a fault", endpoint="admin", public=False
+    ),
+)
+
 #: POST routes with a body, and the endpoint each is (``Limits.body_bytes``, API keys).
-ENDPOINT_OF_PATH = {
-    "/v1/dispatch": "dispatch",
-    "/v1/etr": "etr",
-    "/v1/etr/bulk": "etr_bulk",
-    "/v1/routes/solve": "solve",
-    "/v2/models/etr/infer": "etr",  # the Open Inference Protocol (serve_app.kserve_v2)
-    "/admin/faults": "admin",
-}
-#: Paths without a body, served as themselves.
+ENDPOINT_OF_PATH = {r.path: r.endpoint for r in ROUTES if r.endpoint is not None}
+#: The admission lane of each POST route (``Pipeline``: both ETR routes share the etr lane).
+LANE_OF_PATH = {r.path: r.lane for r in ROUTES if r.lane is not None}
+#: Paths without a body, served as themselves (FastAPI's documentation among them).
 OTHER_PATHS = frozenset(
-    {
-        *("/healthz", "/readyz", "/admin/status", "/docs", "/redoc", "/openapi.json"),
-        *("/v2/health/live", "/v2/health/ready", "/v2/models/etr", "/v2/models/etr/ready"),
-    }
+    {r.path for r in ROUTES if r.endpoint is None} | {"/docs", "/redoc", "/openapi.json"}
 )
 UNMATCHED = "unmatched"
 
@@ -42,15 +125,6 @@ def route_label(scope: dict[str, Any]) -> str:
     if path in ENDPOINT_OF_PATH or path in OTHER_PATHS or path.startswith("/docs/"):
         return path if not path.startswith("/docs/") else "/docs/*"
     return UNMATCHED
-
-
-#: The admission lane of each POST route (``Pipeline``: both ETR routes share the etr lane).
-LANE_OF_PATH = {
-    "/v1/dispatch": "dispatch",
-    "/v1/etr": "etr",
-    "/v1/etr/bulk": "etr",
-    "/v1/routes/solve": "solve",
-}
 
 
 def lane_capacities(admission: Any) -> dict[str, int]:

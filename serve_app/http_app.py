@@ -1,0 +1,104 @@
+"""The HTTP edge of one ingress replica, built by it at start (``build_http_app``): FastAPI with
+every route of ``serve_app.http_routes.ROUTES`` bound to the replica's own methods, one error
+handler for every route, and the middlewares in front of the router (the direct routes, the
+body limit, the request metrics), each handed what it needs: no state at module level.
+
+Serve serves this app (the ingress's ``__serve_build_asgi_app__``), and so does the replica's
+own listener (``serve_app.lean_listener``) where HAProxy's lanes send their requests.
+"""
+
+# No ``from __future__ import annotations``: FastAPI reads the endpoints' annotations as types.
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from fastapi_offline import FastAPIOffline
+
+from serve_app import schemas
+from serve_app.body_limit import BodyLimit
+from serve_app.direct_routes import DirectRoutes
+from serve_app.error_answers import (
+    ERROR_TABLE,
+    answer_for,
+    detail_for,
+    retry_after_header,
+    retry_after_s,
+)
+from serve_app.http_routes import ENDPOINT_OF_PATH, ROUTES
+from serve_app.openapi import document_request_bodies
+from serve_app.pipeline import FieldError, InvalidInput
+from serve_app.pipeline.context import safe_request_id
+from serve_app.pipeline.errors import Unauthenticated
+from serve_app.pipeline.limits import Limits
+from serve_app.request_metrics import RequestMetrics
+
+TITLE = "orml-serve"
+DESCRIPTION = "Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve."
+
+
+async def error_answer(request: Request, exc: Exception) -> Response:
+    """Every error, every route: the status and detail from ``serve_app.error_answers``."""
+    if isinstance(exc, HTTPException):
+        return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+    if isinstance(exc, RequestValidationError):
+        exc = InvalidInput([FieldError(tuple(e["loc"]), e["msg"], e["type"]) for e in exc.errors()])
+    request_id = safe_request_id(request.headers.get("x-request-id")) or uuid.uuid4().hex
+    content: dict[str, Any] = {"detail": detail_for(exc, request_id)}
+    headers = {}
+    answer = answer_for(exc)
+    if answer.http_status == 500:
+        content["request_id"] = request_id
+    after = retry_after_s(exc)
+    if after is not None:
+        headers["Retry-After"] = retry_after_header(after)
+    if isinstance(exc, Unauthenticated):
+        headers["WWW-Authenticate"] = 'Bearer realm="orml-serve"'
+    return JSONResponse(content, answer.http_status, headers)
+
+
+def build_http_app(ingress: Any, limits: Limits) -> FastAPI:
+    """The app of ``ingress`` (an object with a method per route's ``handler``, each taking the
+    ``Request`` where it needs one), refusing bodies over ``limits``."""
+    # FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not
+    # a CDN, so the docs work on a machine without internet.
+    app = FastAPIOffline(title=TITLE, version="0.1.0", description=DESCRIPTION)
+    for route in ROUTES:
+        # Without a named model FastAPI documents the answer from the method's annotation.
+        answer = (
+            {} if route.response is None else {"response_model": getattr(schemas, route.response)}
+        )
+        app.add_api_route(
+            route.path,
+            getattr(ingress, route.handler),
+            methods=[route.method],
+            summary=route.summary,
+            include_in_schema=route.public,
+            **answer,
+        )
+    document_request_bodies(
+        app, {r.path: getattr(schemas, r.request) for r in ROUTES if r.request is not None}
+    )
+    # FastAPI registers handlers for its own errors; route them through the table too. Every
+    # error the table answers is handled inside the app (Starlette's ExceptionMiddleware),
+    # where the metrics middleware sees its status; only the unexpected reach the handler for
+    # Exception, which Starlette runs outermost and then re-raises for the server to log with
+    # its traceback.
+    app.add_exception_handler(Exception, error_answer)
+    app.add_exception_handler(HTTPException, error_answer)
+    app.add_exception_handler(RequestValidationError, error_answer)
+    for known in ERROR_TABLE:
+        if issubclass(known, Exception):
+            app.add_exception_handler(known, error_answer)
+    # Innermost first: the direct routes see requests the body limit and the metrics have seen.
+    app.add_middleware(
+        DirectRoutes,
+        routes={(r.method, r.path): getattr(ingress, r.handler) for r in ROUTES if r.direct},
+        on_error=error_answer,
+    )
+    app.add_middleware(
+        BodyLimit, limit=lambda path: limits.body_bytes(ENDPOINT_OF_PATH.get(path, "other"))
+    )
+    app.add_middleware(RequestMetrics)
+    return app
