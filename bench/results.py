@@ -150,6 +150,23 @@ def slow_and_dead(data: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def peer_triton(data: dict[str, Any]) -> list[Row]:
+    ours, triton = data["summary"]["ours"], data["summary"]["triton"]
+    rows = []
+    for c, got in ours["by_concurrency"].items():
+        peer = triton["by_concurrency"][c]
+        rows.append(
+            (
+                f"/v1/etr requests/s at concurrency {c} (p99 {got['p99_ms']:.1f} ms)",
+                f"{got['rps']:,.0f}/s",
+                f"{peer['rps']:,.0f}/s (p99 {peer['p99_ms']:.1f} ms)",
+                "Triton serving the same ONNX model",
+                f"{got['rps'] / peer['rps']:.2f}x",
+            )
+        )
+    return rows
+
+
 RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "kernels_rounds": kernels_rounds,
     "big_round": big_round,
@@ -157,6 +174,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "kernels_insertion": kernels_insertion,
     "first_request": first_request,
     "slow_and_dead": slow_and_dead,
+    "peer_triton": peer_triton,
 }
 #: The README's headline rows: (bench, row index).
 HEADLINE = (
