@@ -131,6 +131,11 @@ class OfflineSolves:
                 self._free.put(child)
 
     @property
+    def in_children(self) -> bool:
+        """Whether solves run in child processes (not in the caller's thread)."""
+        return bool(self._children)
+
+    @property
     def pids(self) -> list[int]:
         return [c.proc.pid for c in self._children]
 

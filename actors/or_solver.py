@@ -13,6 +13,7 @@ replica measures its Busy per traffic class and publishes it to the router and t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import replace
@@ -216,10 +217,15 @@ class OrSolverDeployment:
         from planner.pdptw.evaluate import evaluate
 
         abandon.checkpoint()
-        with (
-            self.load.working(TrafficClass.OFFLINE),
-            self.guard.watch(time_limit_s + self.settings.watchdog_s),
-        ):
+        # A solve in a child process is no call on this replica's device: the replica stays
+        # responsive, the child is given up at its caller's deadline (``abandon``), and a dead
+        # child's replacement takes seconds to start, which must not read as a wedged device.
+        watch = (
+            contextlib.nullcontext()
+            if self.offline.in_children
+            else self.guard.watch(time_limit_s + self.settings.watchdog_s)
+        )
+        with self.load.working(TrafficClass.OFFLINE), watch:
             sol = self.offline.solve(instance, time_limit_s, seed, abandon, self._step_aside)
         ev = evaluate(instance, sol.routes)
         return {

@@ -8,7 +8,9 @@ the health-check settings of deploy.yaml (``ops.drill.FAST_RECOVERY``), the ETR 
 it offers open-loop HTTP load (dispatch rounds and ETR calls, loopback), injects the fault into
 one replica and records, in seconds after the fault: when the replica stopped taking work,
 when Serve saw it, when the last request had to fail over, when two replicas were RUNNING
-again; and how many requests failed. The baseline in the same run is Ray Serve as it comes
+again; and how many requests failed. One more drill kills the solver's offline child
+processes (static solves join the load) three times, 2 s apart: its row's full capacity is the
+median time until a new child runs. The baseline in the same run is Ray Serve as it comes
 (10 s health-check period, 30 s timeout, no self-exit, no held health check, no failover in
 the ingress) under a poisoned OrSolver replica. The drill asks Serve for replica states every
 ``--poll-s``: polling much faster loads the controller it measures (p50 latency during the
@@ -108,6 +110,10 @@ def main() -> None:
         log(f"  {res.row()}")
         results.append(res)
     rows = [{"setup": "orml", **r.row()} for r in results]
+    log(f"drill: the OrSolver's offline child processes killed at {args.rate:g} req/s ...")
+    child = drill.run_child_drill(f"{url}/fast", args.rate, app="fast")
+    log(f"  {child}")
+    rows.append({"setup": "orml", **child})
     if not args.quick:
         serve.delete("fast")
         log("baseline: Ray Serve defaults, poison in one OrSolver replica ...")

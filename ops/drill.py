@@ -8,8 +8,12 @@ a real Serve app; the census reads Serve's own state (controller status and Ray'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+import os
 import random
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,8 +22,11 @@ from typing import Any
 
 import httpx
 
+from ops.hostile import solve_body
 from planner import generate_round
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
+
+log = logging.getLogger("orml.drill")
 
 #: What a drill's replicas use instead of Serve's defaults (10 s period, 20 s shutdown): see
 #: README "Operations" for the trade-off. deploy.yaml carries the same numbers.
@@ -321,3 +328,71 @@ def _pct(values: list[float], q: float) -> float | None:
 
 def _round(v: float | None, digits: int = 3) -> float | None:
     return None if v is None else round(v, digits)
+
+
+def solve_bodies(n: int = 64) -> list[tuple[str, dict[str, Any]]]:
+    """``n`` distinct static solves (no cached answer serves them), short time limits."""
+    return [
+        ("/v1/routes/solve", solve_body(30 + k % 30, time_limit_s=0.3, seed=k)) for k in range(n)
+    ]
+
+
+def run_child_drill(
+    base_url: str,
+    rate: float,
+    kills: int = 3,
+    every_s: float = 2.0,
+    settle_s: float = 2.0,
+    app: str = "orml",
+) -> dict[str, Any]:
+    """Steady load of dispatch rounds, ETR calls and static solves; SIGKILL the solver's
+    offline child processes ``kills`` times, ``every_s`` apart. A shed or retryable answer
+    (503 with Retry-After) is sent again as a client does. The drill table's row: requests,
+    failed (any answer but 200 after the retries), and in ``full_capacity_s`` the median time
+    from a kill until a new child runs."""
+    from ops.processes import children_of, replica_pids
+
+    # One static solve in 16 requests (the offline lane's share, well inside its capacity),
+    # each a new instance: no cached answer serves it.
+    online, solves = request_bodies(240), solve_bodies(16)
+    bodies = [b for k in range(16) for b in (*online[15 * k : 15 * k + 15], solves[k])]
+    load = SteadyLoad(base_url, rate, bodies=bodies, shed_retries=3).start()
+    time.sleep(settle_s)
+    replaced: list[float] = []
+    first_kill = time.time()
+    for _ in range(kills):
+        killed: set[int] = set()
+        for replica in replica_pids("OrSolver", app):
+            for child in children_of(replica):
+                with contextlib.suppress(OSError):
+                    os.kill(child, signal.SIGKILL)
+                    killed.add(child)
+        at = time.time()
+        fresh = wait_for(
+            lambda killed=killed: any(
+                set(children_of(r)) - killed for r in replica_pids("OrSolver", app)
+            ),
+            10.0,
+        )
+        if fresh is not None:
+            replaced.append(fresh - at)
+        time.sleep(max(0.0, every_s - (time.time() - at)))
+    time.sleep(settle_s)
+    samples = load.stop()
+    after = [s.latency_s * 1e3 for s in samples if s.start >= first_kill]
+    failed = [s for s in samples if s.status != 200]
+    if failed:
+        log.warning("child drill: %d failed, e.g. %s", len(failed), failed[:3])
+    return {
+        "deployment": "OrSolver",
+        "fault": f"offline child killed x{kills}",
+        "requests": len(samples),
+        "failed": sum(s.status != 200 for s in samples),
+        "refused_attempts": sum(s.retries for s in samples),
+        "detected_s": None,
+        "serve_detected_s": None,
+        "traffic_healthy_s": None,
+        "full_capacity_s": _round(_pct(replaced, 50)),
+        "p50_ms_during": _round(_pct(after, 50), 1),
+        "max_ms_during": _round(max(after, default=None), 1),
+    }

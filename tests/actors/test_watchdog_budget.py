@@ -72,3 +72,37 @@ def test_a_round_past_its_deadline_stops_itself_before_the_watchdog(solver):
         run_watched(solver, round_, timeout_s=0.3)
     print(f"stopped {time.perf_counter() - t0:.2f} s after it started")
     assert solver.guard.healthy
+
+
+def test_a_static_solve_whose_child_died_keeps_the_replica_healthy():
+    """A static solve in a child process is no device call: when the child is killed, its
+    replacement takes longer to start than ``time_limit_s + watchdog_s``, and the replica
+    stays healthy (before, the watchdog fired, the replica ended itself and the request was
+    answered 422 as a poison after the second replica died the same way)."""
+    import os
+    import signal
+
+    from ops.hostile import solve_body
+    from serve_app.schemas import SolveRequest
+
+    replica = OrSolverDeployment.func_or_class(
+        "numpy",
+        {"watchdog_s": 0.1, "exit_on_device_fault": False, "health_hold_s": 0.05},
+        offline={"priority": "nice", "processes": 1},
+    )
+    try:
+        instance = SolveRequest(**solve_body(20, time_limit_s=0.1)).to_call().instance
+        for pid in replica.offline.pids:
+            os.kill(pid, signal.SIGKILL)
+
+        async def go():
+            work = asyncio.ensure_future(replica.solve_pdptw(instance, 0.1, 0, 30.0))
+            while not work.done():
+                await replica.guard.check_and_hold(0.05)  # Serve's health check, held
+            return await work
+
+        got = asyncio.run(go())
+        assert got["routes"] and replica.offline.restarts == 1
+        assert replica.guard.healthy
+    finally:
+        replica.offline.close()
