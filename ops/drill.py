@@ -8,12 +8,9 @@ a real Serve app; the census reads Serve's own state (controller status and Ray'
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
-import os
 import random
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -351,6 +348,7 @@ def run_child_drill(
     failed (any answer but 200 after the retries), and in ``full_capacity_s`` the median time
     from a kill until a new child runs."""
     from ops.processes import children_of, replica_pids
+    from ops.slow_and_dead import kill_offline_children
 
     # One static solve in 16 requests (the offline lane's share, well inside its capacity),
     # each a new instance: no cached answer serves it.
@@ -361,12 +359,7 @@ def run_child_drill(
     replaced: list[float] = []
     first_kill = time.time()
     for _ in range(kills):
-        killed: set[int] = set()
-        for replica in replica_pids("OrSolver", app):
-            for child in children_of(replica):
-                with contextlib.suppress(OSError):
-                    os.kill(child, signal.SIGKILL)
-                    killed.add(child)
+        killed = kill_offline_children("OrSolver", app)
         at = time.time()
         fresh = wait_for(
             lambda killed=killed: any(

@@ -196,25 +196,32 @@ def trickled_bodies(
             t.join(timeout=5)
 
 
+def kill_offline_children(deployment: str = "OrSolver", app: str = "orml") -> set[int]:
+    """SIGKILL the offline solves' child processes of ``deployment``'s replicas (spawned
+    multiprocessing children, not helpers a replica may run); their pids."""
+    killed = set()
+    for replica in processes.replica_pids(deployment, app):
+        for child in processes.children_of(replica):
+            if _is_python(child):
+                try:
+                    os.kill(child, signal.SIGKILL)
+                    killed.add(child)
+                except OSError:
+                    pass
+    return killed
+
+
 @contextmanager
 def killing_offline_children(
     every_s: float = 2.0, deployment: str = "OrSolver", app: str = "orml"
 ) -> Iterator[dict]:
-    """SIGKILL every child process of ``deployment``'s replicas every ``every_s`` for the
-    scene (the offline solves' low-priority processes); yields ``{"killed": n}``."""
+    """``kill_offline_children`` every ``every_s`` for the scene; yields ``{"killed": n}``."""
     stop = threading.Event()
     stats = {"killed": 0}
 
     def kill() -> None:
         while not stop.wait(every_s):
-            for replica in processes.replica_pids(deployment, app):
-                for child in processes.children_of(replica):
-                    if _is_python(child):
-                        try:
-                            os.kill(child, signal.SIGKILL)
-                            stats["killed"] += 1
-                        except OSError:
-                            pass
+            stats["killed"] += len(kill_offline_children(deployment, app))
 
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
