@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-Policy = Literal["idle", "nice", "thread"]
+CpuPolicy = Literal["idle", "nice", "thread"]
 
 #: The niceness the operating system lets no ordinary task go below.
 HIGHEST = -20
@@ -34,7 +34,7 @@ HIGHEST = -20
 LOWEST = 19
 
 
-def lower_priority(policy: Policy) -> str:
+def lower_priority(policy: CpuPolicy) -> str:
     """Lower this process's CPU priority; what was applied ("SCHED_IDLE", "nice 19")."""
     if policy == "idle" and hasattr(os, "SCHED_IDLE"):
         try:

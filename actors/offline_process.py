@@ -42,10 +42,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from actors.abandon import Abandon
-from actors.cpu_priority import Policy, lower_priority
+from actors.cpu_priority import CpuPolicy, lower_priority
 from actors.errors import Abandoned, WorkerLost
 
-POLICIES: tuple[Policy, ...] = ("idle", "nice", "thread")
+POLICIES: tuple[CpuPolicy, ...] = ("idle", "nice", "thread")
 #: How often the replica looks at its caller while the child computes (cancellation latency).
 POLL_S = 0.02
 #: How often a stepping-aside child looks whether the online calls are done.
@@ -59,7 +59,7 @@ class _ChildEnded(RuntimeError):
 class _Child:
     """One low-priority child process and the pipe and cancel event it listens to."""
 
-    def __init__(self, ctx: Any, online: Any, policy: Policy) -> None:
+    def __init__(self, ctx: Any, online: Any, policy: CpuPolicy) -> None:
         self.cancel = ctx.Event()
         self.conn, child_end = ctx.Pipe()
         self.proc = ctx.Process(
@@ -110,7 +110,7 @@ class OfflineSolves:
     once (more wait for a free one); one uses at most one core of what online work leaves.
     """
 
-    def __init__(self, priority: Policy = "idle", processes: int = 1) -> None:
+    def __init__(self, priority: CpuPolicy = "idle", processes: int = 1) -> None:
         if priority not in POLICIES:
             raise ValueError(f"offline priority must be one of {POLICIES}, not {priority!r}")
         if processes < 1:
@@ -224,7 +224,7 @@ class OfflineSolves:
             child.close()
 
 
-def _child_main(conn: Any, online: Any, cancel: Any, policy: Policy) -> None:
+def _child_main(conn: Any, online: Any, cancel: Any, policy: CpuPolicy) -> None:
     """The child: lower its priority, then solve what the replica sends until it goes away."""
     lower_priority(policy)
     from kernels.compiled import warm_up

@@ -2,7 +2,7 @@
 
 Ray starts through the shared harness (``ops.local``: never on port 6379, which
 Redis uses; Serve's throughput mode), the config is fitted to the CPUs and GPUs Ray sees
-(``ops.sizing``) and deployed, and ``start`` returns once every application runs
+(``ops.sizing``) and deployed, and ``launch`` returns once every application runs
 and answers /readyz.
 """
 
@@ -40,7 +40,7 @@ def _raw_config(path: Path, port: int | None, grpc_port: int | None) -> dict[str
     return raw
 
 
-def start(
+def launch(
     config_path: Path,
     *,
     throughput_mode: bool = True,

@@ -23,7 +23,7 @@ from devices.profiles import ProfileSet
 from placement.inventory import Demand
 from placement.packer import Plan
 
-Arrivals = Literal["poisson", "bursty"]
+ArrivalPattern = Literal["poisson", "bursty"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class SimResult:
 
 
 def arrival_times(
-    rate: float, duration_s: float, kind: Arrivals, rng: random.Random
+    rate: float, duration_s: float, kind: ArrivalPattern, rng: random.Random
 ) -> list[float]:
     """Arrival times in seconds on [0, duration_s)."""
     out, t = [], 0.0
@@ -80,7 +80,7 @@ def simulate(
     demand: Demand,
     profiles: ProfileSet,
     duration_s: float = 20.0,
-    arrivals: Arrivals = "poisson",
+    arrivals: ArrivalPattern = "poisson",
     seed: int = 0,
     warmup_s: float = 2.0,
 ) -> SimResult:

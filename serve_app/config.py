@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from actors.cpu_priority import Policy as OfflinePriority
+from actors.cpu_priority import CpuPolicy
 from actors.device import GuardSettings
 from actors.emulation import Emulation
 from config import BackendChoice, environment
@@ -214,7 +214,7 @@ class OfflineSolveArgs(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    priority: OfflinePriority = Field(
+    priority: CpuPolicy = Field(
         "idle",
         description="idle: child processes at SCHED_IDLE, run by the OS only when online work "
         "leaves a CPU free; nice: the same at nice 19; thread: the replica's own worker thread "

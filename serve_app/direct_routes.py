@@ -17,7 +17,7 @@ from starlette.requests import Request
 from serve_app.http_routes import app_path
 
 ErrorHandler = Callable[[Request, Exception], Awaitable[Any]]
-Endpoint = Callable[[Request], Awaitable[Any]]
+RouteHandler = Callable[[Request], Awaitable[Any]]
 
 
 class DirectRoutes:
@@ -25,7 +25,7 @@ class DirectRoutes:
     ``Response``); on_error : the app's exception handler."""
 
     def __init__(
-        self, app: Any, routes: dict[tuple[str, str], Endpoint], on_error: ErrorHandler
+        self, app: Any, routes: dict[tuple[str, str], RouteHandler], on_error: ErrorHandler
     ) -> None:
         self.app, self.routes, self.on_error = app, routes, on_error
 

@@ -51,7 +51,7 @@ PORTS_DIR_ENV = environment.LEAN_PORTS_DIR.name
 HOST_ENV = environment.LEAN_HOST.name
 #: How long an idle connection is kept open, as Serve's listeners keep theirs: HAProxy reuses
 #: its connections to a server for up to 90 s, and one closed under it costs a retry.
-KEEP_ALIVE_S = 90
+LISTENER_KEEP_ALIVE_S = 90
 
 
 def registered_ports(directory: Path) -> dict[str, int]:
@@ -110,7 +110,7 @@ class LeanListener:
             access_log=False,
             log_config=None,
             log_level="warning",
-            timeout_keep_alive=KEEP_ALIVE_S,
+            timeout_keep_alive=LISTENER_KEEP_ALIVE_S,
             timeout_graceful_shutdown=graceful_s,
         )
         server = _Server(config)

@@ -193,15 +193,19 @@ def test_the_pipeline_loads_only_the_floors_below_it_and_its_own_modules():
 
 
 def test_no_class_name_is_defined_in_two_modules():
-    """A name says what a thing is: two classes of one name in the product are two things a
-    reader confuses (the fleet's simulated replica and the packer's planned one, say)."""
+    """A name says what a thing is: two classes (or type aliases) of one name in the product
+    are two things a reader confuses (the fleet's simulated replica and the packer's planned
+    one, say)."""
     from collections import defaultdict
 
     root = ROOT
     where: dict[str, list[str]] = defaultdict(list)
     for package in PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
-            for name in re.findall(r"(?m)^class (\w+)", path.read_text()):
+            text = path.read_text()
+            names = re.findall(r"(?m)^class (\w+)", text)
+            names += re.findall(r"(?m)^([A-Z][a-z]\w*) = ", text)  # type aliases
+            for name in names:
                 where[name].append(str(path.relative_to(root)))
     twice = {name: paths for name, paths in where.items() if len(paths) > 1}
     assert twice == {}

@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     print("starting ...", flush=True)
 
     from ops import local
-    from ops.launch import start
+    from ops.launch import launch
 
     stop = local.StopRequest()  # not a threading.Event: set from a signal handler
 
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     if early:
         on_signal()
     try:
-        launched = start(
+        launched = launch(
             args.config,
             throughput_mode=not args.ray_default_mode,
             port=args.port,

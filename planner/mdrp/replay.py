@@ -88,7 +88,7 @@ VARIANT_GRID: tuple[tuple[int | str | None, int | None, float], ...] = tuple(
     if (cand, per_rider, factor) != ("same", None, 1.0)
 )
 #: No hard limit within a day: the most the served API accepts, so a served replay plans alike.
-MAX_LATENESS_S = bounds.MAX_LATENESS_S[1]
+NO_HARD_LATENESS_S = bounds.MAX_LATENESS_S[1]
 
 
 def _latlng(x: float, y: float) -> LatLng:
@@ -387,7 +387,7 @@ class DaySimulator:
         self._short = len(open_) > sum(r.available_at is None for r in riders)
         weights = DispatchWeights(
             late_weight=self.policy.late_weight,
-            max_lateness_s=MAX_LATENESS_S,
+            max_lateness_s=NO_HARD_LATENESS_S,
             max_orders_per_rider=self.policy.max_bundle,
             candidate_riders=self.policy.candidate_riders,
             etr_floor=False,  # travel here is exact geometry; see docs/mdrp.md
