@@ -42,6 +42,9 @@ from serve_app.pipeline.limits import Limits
 
 
 # The bounds of ``domain.bounds`` and the defaults of the domain types, as msgspec reads them.
+# Every Struct here is gc=False: plain data that never forms a cycle, so the collector need not
+# track it (a big round is tens of thousands of them, discarded or unpacked at once; tracked,
+# they set off collections that scan them all).
 def _between(kind: type, span: tuple[float, float]) -> Any:
     return Annotated[kind, Meta(ge=span[0], le=span[1])]
 
@@ -54,12 +57,12 @@ _ORDER = bounds.defaults(Order)
 _WEIGHTS = bounds.defaults(DispatchWeights)
 
 
-class _Position(Struct, forbid_unknown_fields=True):
+class _Position(Struct, forbid_unknown_fields=True, gc=False):
     lat: _between(float, bounds.LATITUDE)
     lng: _between(float, bounds.LONGITUDE)
 
 
-class _Order(Struct, forbid_unknown_fields=True):
+class _Order(Struct, forbid_unknown_fields=True, gc=False):
     id: _Id
     pickup: _Position
     dropoff: _Position
@@ -73,12 +76,12 @@ class _Order(Struct, forbid_unknown_fields=True):
     dropoff_service_s: _Duration = _ORDER["dropoff_service_s"]
 
 
-class _WireStop(Struct, forbid_unknown_fields=True):
+class _WireStop(Struct, forbid_unknown_fields=True, gc=False):
     order_id: _Id
     kind: StopKind
 
 
-class _Weights(Struct, forbid_unknown_fields=True):
+class _Weights(Struct, forbid_unknown_fields=True, gc=False):
     late_weight: _between(float, bounds.LATE_WEIGHT) = _WEIGHTS["late_weight"]
     max_lateness_s: _between(float, bounds.MAX_LATENESS_S) = _WEIGHTS["max_lateness_s"]
     max_orders_per_rider: _between(int, bounds.MAX_ORDERS_PER_RIDER) = _WEIGHTS[
@@ -94,7 +97,7 @@ def _wire_round(limits: Limits) -> type[Struct]:
     """The wire Structs of a round under ``limits`` (the list bounds are the limits)."""
     stops = limits.max_route_stops
 
-    class _Rider(Struct, forbid_unknown_fields=True):
+    class _Rider(Struct, forbid_unknown_fields=True, gc=False):
         id: _Id
         position: _Position
         speed_mps: _between(float, bounds.RIDER_SPEED_MPS)
@@ -104,7 +107,7 @@ def _wire_round(limits: Limits) -> type[Struct]:
         picked_up: Annotated[list[_Id], Meta(max_length=stops)] = []
         available_at: _Seconds | None = None
 
-    class _Round(Struct, forbid_unknown_fields=True):
+    class _Round(Struct, forbid_unknown_fields=True, gc=False):
         now: _Seconds
         riders: Annotated[list[_Rider], Meta(max_length=limits.max_riders)]
         orders: Annotated[list[_Order], Meta(max_length=limits.max_orders)]
@@ -115,7 +118,7 @@ def _wire_round(limits: Limits) -> type[Struct]:
 
 
 # The same body read into domain types (already checked against the wire rules).
-class _DomainRider(Struct):
+class _DomainRider(Struct, gc=False):
     id: str
     position: LatLng
     speed_mps: float
@@ -126,7 +129,7 @@ class _DomainRider(Struct):
     available_at: float | None = None
 
 
-class _DomainRound(Struct):
+class _DomainRound(Struct, gc=False):
     now: float
     riders: list[_DomainRider]
     orders: list[Order]
