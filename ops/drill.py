@@ -20,6 +20,8 @@ from typing import Any
 import httpx
 
 from ops.hostile import solve_body
+from ops.processes import children_of, replica_pids
+from ops.slow_and_dead import kill_offline_children
 from planner import generate_round
 from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
@@ -347,8 +349,6 @@ def run_child_drill(
     (503 with Retry-After) is sent again as a client does. The drill table's row: requests,
     failed (any answer but 200 after the retries), and in ``full_capacity_s`` the median time
     from a kill until a new child runs."""
-    from ops.processes import children_of, replica_pids
-    from ops.slow_and_dead import kill_offline_children
 
     # One static solve in 16 requests (the offline lane's share, well inside its capacity),
     # each a new instance: no cached answer serves it.
