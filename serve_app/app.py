@@ -222,12 +222,7 @@ class DispatchIngress(GrpcIngress):
         ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
         async def decode() -> DispatchSource:
-            body, media = await http_edge.read_body(request)
-            if media == http_edge.JSON:
-                call = self.round_decoder.decode(body)  # a valid body, straight to domain types
-                if call is not None:
-                    return call
-            return http_edge.validate_body(body, media, self.models.dispatch)
+            return self.round_decoder.read(*await http_edge.read_body(request))
 
         plan = await self.pipeline.dispatch(decode, ctx)
         return http_edge.encode(request, plan_to_dict(plan))

@@ -1,159 +1,167 @@
 """A valid JSON dispatch round decoded straight into domain types, in C, for the hot path.
 
-Validating a round with the pydantic models (``serve_app.schemas``) and then building its
+Validating a round with the pydantic model (``serve_app.schemas``) and then building its
 domain objects was about half of a round's serving overhead (``bench/serve_load.py``). Here
-msgspec reads the body twice:
+msgspec reads the body twice, with Structs *generated from that model* (one definition of the
+request: its fields, defaults, bounds and the configured list limits; nothing is restated):
 
-1. against *wire* Structs with every rule of the pydantic models (types without coercion,
-   the bounds of ``domain.bounds``, the configured list limits, no unknown fields), built
-   once per ``Limits``;
-2. straight into the domain types (``Order``, ``LatLng``, ``Stop``, ``DispatchWeights``: their
-   JSON names are their field names, and their ``__post_init__`` runs as usual), the riders
-   then assembled.
+1. against *wire* Structs carrying every constraint of the bounded model (types without
+   coercion, ``ge``/``le``, lengths, no unknown fields);
+2. straight into the domain types the model converts to (``Order``, ``LatLng``, ``Stop``,
+   ``DispatchWeights``: their JSON names are their field names, and their ``__post_init__``
+   runs as usual), the riders then assembled.
 
-It only ever *accepts*: any body it does not take whole (an unknown field, a bound, a domain
-rule, malformed JSON) returns None, and the caller validates it with the pydantic model, which
-gives the answer (the 422 naming the field, the 413 naming the limit) exactly as before. So the
-wire rules may be stricter than the models' but never looser: ``tests/serve/
-test_round_decoder.py`` holds every body it accepts to the models' own domain round.
+The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
+a domain rule, malformed JSON) is validated by the pydantic model, which gives the answer (the
+422 naming every bad field, the 413 naming the limit). The wire rules are the model's own: ``tests/serve/test_round_decoder.py`` holds every body it accepts to the
+model's domain round, and the generated Structs' constraints to the model's.
 """
 
-# No ``from __future__ import annotations``: the per-limits Structs are classes inside a
-# function, and msgspec reads their annotations as objects.
+from __future__ import annotations
+
 import functools
+import types
+import typing
 from typing import Annotated, Any
 
+import annotated_types
 import msgspec
-from msgspec import Meta, Struct
+from msgspec import Meta
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
-from domain import (
-    DispatchRound,
-    DispatchWeights,
-    LatLng,
-    Order,
-    Rider,
-    Route,
-    Stop,
-    StopKind,
-    bounds,
-)
-from serve_app.pipeline.dispatch import DispatchCall
+from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider, Route, Stop
+from serve_app import http_edge
+from serve_app.pipeline.dispatch import DispatchCall, DispatchSource
 from serve_app.pipeline.limits import Limits
+from serve_app.schemas import OrderIn, Position, RequestModels, StopIn, WeightsIn
+
+#: The request models whose JSON object *is* a domain type's (same field names), read
+#: straight into it on the second pass.
+DOMAIN_TYPES: dict[type[BaseModel], type] = {
+    Position: LatLng,
+    OrderIn: Order,
+    StopIn: Stop,
+    WeightsIn: DispatchWeights,
+}
+
+#: annotated_types constraints as msgspec ``Meta`` keywords.
+_CONSTRAINTS = {
+    annotated_types.Ge: "ge",
+    annotated_types.Le: "le",
+    annotated_types.Gt: "gt",
+    annotated_types.Lt: "lt",
+    annotated_types.MinLen: "min_length",
+    annotated_types.MaxLen: "max_length",
+}
 
 
-# The bounds of ``domain.bounds`` and the defaults of the domain types, as msgspec reads them.
-# Every Struct here is gc=False: plain data that never forms a cycle, so the collector need not
-# track it (a big round is tens of thousands of them, discarded or unpacked at once; tracked,
-# they set off collections that scan them all).
-def _between(kind: type, span: tuple[float, float]) -> Any:
-    return Annotated[kind, Meta(ge=span[0], le=span[1])]
+def _meta(metadata: list[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for m in metadata:
+        if isinstance(m, FieldInfo):  # Annotated[X, Field(...)]
+            out |= _meta(m.metadata)
+        elif type(m) in _CONSTRAINTS:
+            key = _CONSTRAINTS[type(m)]
+            out[key] = getattr(m, key)
+    return out
 
 
-_Id = Annotated[str, Meta(min_length=bounds.ID_LENGTH[0], max_length=bounds.ID_LENGTH[1])]
-_Seconds = _between(float, bounds.TIME_S)
-_Duration = _between(float, bounds.DURATION_S)
-_Count = _between(int, bounds.COUNT)
-_ORDER = bounds.defaults(Order)
-_WEIGHTS = bounds.defaults(DispatchWeights)
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model a field's type names, if it names one."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return None
 
 
-class _Position(Struct, forbid_unknown_fields=True, gc=False):
-    lat: _between(float, bounds.LATITUDE)
-    lng: _between(float, bounds.LONGITUDE)
+def _struct_type(annotation: Any, metadata: list[Any], domain: bool) -> Any:
+    """The msgspec type of a model field: constraints kept on the wire, dropped on the
+    domain pass (already checked); models become Structs, or their domain type."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        inner, *extra = typing.get_args(annotation)
+        return _struct_type(inner, [*metadata, *extra], domain)
+    if origin in (typing.Union, types.UnionType):
+        # A field's constraints bind its value, never its None.
+        arms = [
+            a if a is type(None) else _struct_type(a, metadata, domain)
+            for a in typing.get_args(annotation)
+        ]
+        return typing.Union[tuple(arms)]  # noqa: UP007 (built at run time)
+    if origin is list:
+        (item,) = typing.get_args(annotation)
+        listed = list[_struct_type(item, [], domain)]  # type: ignore[misc]
+        meta = _meta(metadata)
+        return Annotated[listed, Meta(**meta)] if meta and not domain else listed
+    model = _model_of(annotation)
+    if model is not None:
+        return model_struct(model, domain)
+    meta = _meta(metadata)
+    return Annotated[annotation, Meta(**meta)] if meta and not domain else annotation
 
 
-class _Order(Struct, forbid_unknown_fields=True, gc=False):
-    id: _Id
-    pickup: _Position
-    dropoff: _Position
-    created_at: _Seconds
-    ready_at: _Seconds
-    promised_at: _Seconds
-    size: _between(float, bounds.ORDER_SIZE) = _ORDER["size"]
-    items: _Count = _ORDER["items"]
-    item_counts: Annotated[list[_Count], Meta(max_length=bounds.MAX_ITEM_KINDS)] = []
-    pickup_service_s: _Duration = _ORDER["pickup_service_s"]
-    dropoff_service_s: _Duration = _ORDER["dropoff_service_s"]
+@functools.cache
+def model_struct(model: type[BaseModel], domain: bool = False) -> type:
+    """The msgspec type that reads ``model``'s JSON: a generated Struct with every field and
+    constraint of the model (``domain=False``), or the type the model converts to, as the
+    domain pass reads it (``domain=True``: ``DOMAIN_TYPES``, else a Struct of domain types).
 
-
-class _WireStop(Struct, forbid_unknown_fields=True, gc=False):
-    order_id: _Id
-    kind: StopKind
-
-
-class _Weights(Struct, forbid_unknown_fields=True, gc=False):
-    late_weight: _between(float, bounds.LATE_WEIGHT) = _WEIGHTS["late_weight"]
-    max_lateness_s: _between(float, bounds.MAX_LATENESS_S) = _WEIGHTS["max_lateness_s"]
-    max_orders_per_rider: _between(int, bounds.MAX_ORDERS_PER_RIDER) = _WEIGHTS[
-        "max_orders_per_rider"
-    ]
-    candidate_riders: Annotated[int, Meta(ge=bounds.MIN_CANDIDATE_RIDERS)] | None = _WEIGHTS[
-        "candidate_riders"
-    ]
-    etr_floor: bool = _WEIGHTS["etr_floor"]
-
-
-def _wire_round(limits: Limits) -> type[Struct]:
-    """The wire Structs of a round under ``limits`` (the list bounds are the limits)."""
-    stops = limits.max_route_stops
-
-    class _Rider(Struct, forbid_unknown_fields=True, gc=False):
-        id: _Id
-        position: _Position
-        speed_mps: _between(float, bounds.RIDER_SPEED_MPS)
-        capacity: _between(float, bounds.RIDER_CAPACITY)
-        route: Annotated[list[_WireStop], Meta(max_length=stops)] = []
-        orders: Annotated[list[_Order], Meta(max_length=stops)] = []
-        picked_up: Annotated[list[_Id], Meta(max_length=stops)] = []
-        available_at: _Seconds | None = None
-
-    class _Round(Struct, forbid_unknown_fields=True, gc=False):
-        now: _Seconds
-        riders: Annotated[list[_Rider], Meta(max_length=limits.max_riders)]
-        orders: Annotated[list[_Order], Meta(max_length=limits.max_orders)]
-        weights: _Weights = msgspec.field(default_factory=_Weights)
-        utc_offset_s: _between(float, bounds.UTC_OFFSET_S) = 0.0
-
-    return _Round
-
-
-# The same body read into domain types (already checked against the wire rules).
-class _DomainRider(Struct, gc=False):
-    id: str
-    position: LatLng
-    speed_mps: float
-    capacity: float
-    route: list[Stop] = []
-    orders: list[Order] = []
-    picked_up: list[str] = []
-    available_at: float | None = None
-
-
-class _DomainRound(Struct, gc=False):
-    now: float
-    riders: list[_DomainRider]
-    orders: list[Order]
-    weights: DispatchWeights = msgspec.field(default_factory=DispatchWeights)
-    utc_offset_s: float = 0.0
+    Every Struct is gc=False: plain data that never forms a cycle, so the collector need not
+    track it (a big round is tens of thousands of them, discarded or unpacked at once; tracked,
+    they set off collections that scan them all)."""
+    if domain:
+        for base, kind in DOMAIN_TYPES.items():
+            if issubclass(model, base):
+                return kind
+    fields = []
+    for name, info in model.model_fields.items():
+        kind = _struct_type(info.annotation, list(info.metadata), domain)
+        if info.default_factory is not None:
+            factory = info.default_factory
+            made = _model_of(factory)
+            if made is not None:
+                factory = model_struct(made, domain)
+            fields.append((name, kind, msgspec.field(default_factory=factory)))
+        elif info.is_required():
+            fields.append((name, kind))
+        else:
+            fields.append((name, kind, info.default))
+    return msgspec.defstruct(
+        model.__name__, fields, forbid_unknown_fields=not domain, gc=False, kw_only=True
+    )
 
 
 class RoundDecoder:
-    """``decode(body)``: the round as a ``DispatchCall`` when the JSON ``body`` is a valid
-    dispatch request under ``limits``, else None (validate it with the pydantic model)."""
+    """The dispatch endpoint's decoder under ``limits``: ``read(body, media)`` gives the
+    round; ``decode(body)`` is its fast path alone."""
 
     def __init__(self, limits: Limits) -> None:
-        self._wire = msgspec.json.Decoder(_wire_round(limits))
-        self._domain = msgspec.json.Decoder(_DomainRound)
+        model = RequestModels.for_limits(limits).dispatch
+        self._model = model
+        self._wire = msgspec.json.Decoder(model_struct(model))
+        self._domain = msgspec.json.Decoder(model_struct(model, domain=True))
 
     @staticmethod
     @functools.cache
-    def for_limits(limits: Limits) -> "RoundDecoder":
+    def for_limits(limits: Limits) -> RoundDecoder:
         return RoundDecoder(limits)
 
+    def read(self, body: bytes, media: str) -> DispatchSource:
+        """The round of a request ``body`` in ``media`` (``http_edge.JSON`` or msgpack): a
+        valid JSON round straight to domain types, anything else validated by the model.
+        Raises as ``http_edge.validate_body`` (the 422 naming the fields, the 413)."""
+        if media == http_edge.JSON:
+            call = self.decode(body)
+            if call is not None:
+                return call
+        return http_edge.validate_body(body, media, self._model)
+
     def decode(self, body: bytes) -> DispatchCall | None:
+        """The round as a ``DispatchCall`` when the JSON ``body`` is a valid dispatch request,
+        else None."""
         try:
-            self._wire.decode(body)  # the models' rules; the result is not needed
-            # Order.__post_init__ refuses a promise before creation (the models' own check).
+            self._wire.decode(body)  # the model's rules; the result is not needed
+            # Order.__post_init__ refuses a promise before creation (the model's own check).
             got: Any = self._domain.decode(body)
             riders = tuple(
                 Rider(

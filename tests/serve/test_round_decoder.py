@@ -128,7 +128,7 @@ def _paths(obj, here=()):
         max_size=3,
     ),
 )
-def test_a_body_the_fast_path_accepts_is_read_as_the_models_read_it(seed, edits):
+def test_the_fast_path_takes_a_body_when_the_model_does_and_reads_it_the_same(seed, edits):
     body = base_body(6, 4, seed)
     for pick, how, shared in edits:
         # sampled_from hands out the same list and dict objects every time: a copy, so that
@@ -145,10 +145,10 @@ def test_a_body_the_fast_path_accepts_is_read_as_the_models_read_it(seed, edits)
         else:
             container.append(value)
     raw = json.dumps(body, allow_nan=False).encode()
-    got = DECODER.decode(raw)
+    got, want = DECODER.decode(raw), model_round(raw)
+    # The same rules, generated from the model: it takes a body exactly when the model does.
+    assert (got is None) == (want is None), raw[:300]
     if got is not None:
-        want = model_round(raw)
-        assert want is not None, raw[:300]
         assert (got.round_, got.utc_offset_s) == want
         assert all(math.isfinite(o.created_at) for o in got.round_.orders)
 
@@ -166,3 +166,46 @@ def test_times_the_kernels_cannot_hold_are_a_422_naming_the_field_on_both_paths(
     assert RoundDecoder(LIMITS).decode(raw) is None
     with pytest.raises(InvalidInput, match="from the round's now"):
         DispatchRequest.model_validate_json(raw).to_domain()
+
+
+#: The JSON Schema keywords that state a rule a body must keep.
+_RULES = frozenset(
+    {"minimum", "maximum", "maxItems", "minLength", "maxLength", "required", "additionalProperties"}
+)
+
+
+def _rules(schema: dict) -> dict[tuple, set]:
+    """Every rule of ``schema`` by the field path it applies to (``[]`` for list items)."""
+    defs, out, seen = schema.get("$defs", {}), {}, set()
+
+    def walk(node: dict, path: tuple) -> None:
+        if "$ref" in node:
+            name = node["$ref"].split("/")[-1]
+            if (name, path) not in seen:
+                seen.add((name, path))
+                walk(defs[name], path)
+            return
+        for key, value in node.items():
+            if key in _RULES and value not in ([], None):
+                out.setdefault(path, set()).add((key, json.dumps(value, sort_keys=True)))
+            elif key == "properties":
+                for name, sub in value.items():
+                    walk(sub, (*path, name))
+            elif key == "items":
+                walk(value, (*path, "[]"))
+            elif key == "anyOf":
+                for sub in value:
+                    walk(sub, path)
+
+    walk(schema, ())
+    return out
+
+
+def test_the_fast_paths_structs_carry_every_rule_of_the_bounded_model():
+    import msgspec
+
+    from serve_app.round_decoder import model_struct
+
+    model = MODELS.dispatch
+    assert _rules(msgspec.json.schema(model_struct(model))) == _rules(model.model_json_schema())
+    assert ("riders",) in _rules(model.model_json_schema())  # the limits are among them
