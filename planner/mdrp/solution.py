@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from planner.mdrp.day import Replay
 from planner.mdrp.instance import MdrpInstance
-from planner.mdrp.replay import Replay
 
 FILES = ("solution_info_assignments.txt", "solution_info_orders.txt", "solution_info_couriers.txt")
 

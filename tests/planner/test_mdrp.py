@@ -10,7 +10,7 @@ import pytest
 
 from domain import DispatchWeights
 from planner.mdrp import MdrpInstanceError, ReplayPolicy, evaluate, load_instance, replay
-from planner.mdrp.replay import _Rollouts, plan_variants
+from planner.mdrp.plan_choice import Rollouts, plan_variants
 from planner.mdrp.solution import FILES, write_solution
 from tests.mdrp_days import DAY, morning
 
@@ -252,12 +252,12 @@ def test_plans_rolled_out_once_per_thing_they_do_now_decide_as_each_rolled_out(
     policy = ReplayPolicy(plans=5, rollout_min=10)
     shared = replay(inst, policy)
 
-    def each_on_its_own(self: _Rollouts, plan: dict[str, str]) -> float:
-        committed = self.day._commit_on_fork(self.t, self.round_, plan, self.open_)
-        return self.day._rollout_cost(self.t, committed[:3], self.due_min, self.out)
+    def each_on_its_own(self: Rollouts, plan: dict[str, str]) -> float:
+        committed = self.clock.commit_on_fork(self.t, self.round_, plan, self.open_)
+        return self.roll_out(committed[:3])
 
-    monkeypatch.setattr(_Rollouts, "differs", lambda self, plan: True)
-    monkeypatch.setattr(_Rollouts, "cost", each_on_its_own)
+    monkeypatch.setattr(Rollouts, "differs", lambda self, plan: True)
+    monkeypatch.setattr(Rollouts, "cost", each_on_its_own)
     each = replay(inst, policy)
     assert (shared.bundles, shared.moves, shared.undelivered) == (
         each.bundles,
