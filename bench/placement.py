@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from common import log, parser, write_csv
 
+from fleet.placement_sim import simulate_placement
 from placement.packer import PLANNERS, PlacementInfeasible
-from placement.simulate import simulate
 from placement.synthetic import demand_mix, mixed_inventory, model_zoo
 
 METHODS = ("milp", "heuristic", "ffd", "one_per_gpu")
@@ -76,8 +76,8 @@ def main() -> None:
                     rows.append({"mix": mix, "method": method, "cards": None, "note": str(exc)})
                     continue
                 solve_s = time.perf_counter() - t0
-                poisson = simulate(plan, demand, zoo, duration_s=sim_s, seed=seed)
-                bursty = simulate(plan, demand, zoo, sim_s, arrivals="bursty", seed=seed)
+                poisson = simulate_placement(plan, demand, zoo, duration_s=sim_s, seed=seed)
+                bursty = simulate_placement(plan, demand, zoo, sim_s, arrivals="bursty", seed=seed)
                 rows.append(
                     {
                         "mix": mix,

@@ -63,13 +63,15 @@ class Slot:
 class SimDeployment:
     """slots : where its replicas may run, in the order they are started (the packer's plan);
     model : the call-cost model's key; slo_s : an online request's target; timeout_s : a
-    caller's patience."""
+    caller's patience; batch_wait_s : as the ETR batcher's ``batch_wait_timeout_s``, from the
+    oldest queued request."""
 
     name: str
     model: str
     slo_s: float
     timeout_s: float
     slots: tuple[Slot, ...]
+    batch_wait_s: float = 0.0  # a batch short of ``Slot.batch`` rows waits to fill this long
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,7 @@ class SimReplica:
     # None until the first report: Serve averages over the replicas that have reported)
     busy_reported: tuple[float, float] | None = None
     pending: dict[int, Request] = field(default_factory=dict)
+    busy_s: float = 0.0  # seconds of calls started, summed
 
     def __post_init__(self) -> None:
         self.queue = BatchQueue(self.aging_s)
@@ -243,7 +246,10 @@ class FleetSim:
 
     arrivals : (time s, deployment, traffic class, rows, work, kind) in time order;
     call_ms : (model, GpuType, work) -> ms of one call on a whole card;
-    speed_of : GpuType -> speed relative to the reference (for the router's view).
+    speed_of : GpuType -> speed relative to the reference (for the router's view);
+    call_sigma : (model, GpuType, work) -> the log-normal sigma of such a call, ``call_ms``
+    then its median (a profile's p50 and p99); None: ``settings.jitter_sigma`` around a mean
+    of ``call_ms``.
     """
 
     def __init__(
@@ -255,10 +261,11 @@ class FleetSim:
         speed_of: Callable[[GpuType], float],
         failures: Sequence[SimFailure] = (),
         seed: int = 0,
+        call_sigma: Callable[[str, GpuType, float], float] | None = None,
     ) -> None:
         self.deployments = {d.name: d for d in deployments}
         self.policy, self.settings = policy, settings
-        self.call_ms, self.speed_of = call_ms, speed_of
+        self.call_ms, self.speed_of, self.call_sigma = call_ms, speed_of, call_sigma
         self.failures = sorted(failures, key=lambda f: f.at_s)
         self.rng = random.Random(seed)
         self.now = 0.0
@@ -456,6 +463,14 @@ class FleetSim:
                     self.at(rep.hold_at, self._wake, rep, rep.generation)
                 return
             cap = rep.pacing.offline_cap(self.now, rep.slot.batch)
+        wait_s = self.deployments[rep.slot.deployment].batch_wait_s
+        if wait_s > 0 and rep.queue.rows_waiting() < rep.slot.batch:
+            full_at = rep.queue.oldest_enqueued_at() + wait_s
+            if full_at > self.now + 1e-12:  # not full, and the oldest may wait on
+                if rep.hold_at > full_at:
+                    rep.hold_at = full_at
+                    self.at(full_at, self._wake, rep, rep.generation)
+                return
         batch = rep.queue.next_batch(rep.slot.batch, self.now, cap)
         for key in batch.expired:
             req = rep.pending.pop(key)
@@ -472,12 +487,15 @@ class FleetSim:
         work = sum(s.rows * r.work / r.rows for s, r in zip(batch.slices, reqs, strict=True))
         model = self.deployments[rep.slot.deployment].model
         dt = self.call_ms(model, rep.slot.gpu, work) / 1e3 / rep.slot.share
-        if self.settings.jitter_sigma:
+        if self.call_sigma is not None:
+            dt *= self.rng.lognormvariate(0.0, self.call_sigma(model, rep.slot.gpu, work))
+        elif self.settings.jitter_sigma:
             sigma = self.settings.jitter_sigma
             dt *= self.rng.lognormvariate(-sigma * sigma / 2, sigma)
         online = any(r.traffic_class is TrafficClass.ONLINE for r in reqs)
         cls = TrafficClass.ONLINE if online else TrafficClass.OFFLINE
         rep.running = True
+        rep.busy_s += dt
         rep.device.begin()
         rep.by_class[cls].begin()
         self.at(self.now + dt, self._call_done, rep, rep.generation, batch.slices, cls)

@@ -13,8 +13,9 @@ request: its fields, defaults, bounds and the configured list limits; nothing is
 
 The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
 a domain rule, malformed JSON) is validated by the pydantic model, which gives the answer (the
-422 naming every bad field, the 413 naming the limit). The wire rules are the model's own: ``tests/serve/test_round_decoder.py`` holds every body it accepts to the
-model's domain round, and the generated Structs' constraints to the model's.
+422 naming every bad field, the 413 naming the limit). The wire rules are the model's own:
+``tests/serve/test_round_decoder.py`` holds every body it accepts to the model's domain round,
+and the generated Structs' rules to the model's.
 """
 
 from __future__ import annotations

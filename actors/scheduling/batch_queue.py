@@ -106,6 +106,10 @@ class BatchQueue:
             if traffic_class is None or w.traffic_class is traffic_class
         )
 
+    def oldest_enqueued_at(self) -> float:
+        """When the longest-waiting request was queued (``inf`` when none waits)."""
+        return next((w.enqueued_at for w in self._waiting.values()), math.inf)
+
     def has_online(self, now: float) -> bool:
         """Whether any waiting request is served as online now (online, or offline aged)."""
         return any(self._rank(w, now) == TrafficClass.ONLINE.rank for w in self._waiting.values())

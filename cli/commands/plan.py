@@ -25,10 +25,10 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from devices.profiles import ProfileSet
+    from fleet.placement_sim import simulate_placement
     from placement.emit import emit_config
     from placement.inventory import PlacementInputError, load_demand, load_inventory
     from placement.packer import PLANNERS, PlacementInfeasible
-    from placement.simulate import simulate
 
     try:
         inventory = load_inventory(args.inventory)
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     except (PlacementInputError, PlacementInfeasible) as exc:
         print(f"orml plan: {exc}", file=sys.stderr)
         return 2
-    sim = simulate(plan, demand, profiles, duration_s=20.0)
+    sim = simulate_placement(plan, demand, profiles, duration_s=20.0)
     base = yaml.safe_load(args.base.read_text())
     args.out.write_text(
         f"# Written by `orml plan` ({plan.method}): {plan.cards_used()} cards, "

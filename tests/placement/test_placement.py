@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from devices.profiles import ProfileSet, load_profile
+from fleet.placement_sim import simulate_placement
 from placement.emit import emit_config
 from placement.inventory import PlacementInputError, load_demand, load_inventory
 from placement.packer import PLANNERS, PlacementInfeasible
-from placement.simulate import simulate
 from placement.synthetic import demand_mix, mixed_inventory, model_zoo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,7 +103,7 @@ def test_plans_never_over_commit_and_meet_their_targets(seed, n_models, scale, c
         assert sum(r.config.share for r in reps) <= 1 + 1e-9
         assert sum(r.config.memory_mb for r in reps) <= card.type.memory_mb
         assert all(r.config.gpu_type == card.type.name for r in reps)
-    result = simulate(plan, demand, zoo, duration_s=8.0, seed=seed)
+    result = simulate_placement(plan, demand, zoo, duration_s=8.0, seed=seed)
     for outcome in result.deployments.values():
         # Plans sit right at their p99: allow the simulation's sampling error (3 standard
         # errors of a 99% proportion over this many requests), not more.
