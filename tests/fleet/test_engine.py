@@ -53,6 +53,18 @@ def test_requests_waiting_together_share_one_call_by_hand() -> None:
     assert sorted(out.latencies[0]) == pytest.approx([0.06, 0.11, 0.12, 0.13])
 
 
+def test_a_short_batch_waits_for_rows_until_its_oldest_has_waited_by_hand() -> None:
+    # Batch 3, wait 20 ms, calls of 50 ms + 10 ms per row. 0.0 and 0.01 wait; at 0.02 the
+    # oldest has waited 20 ms: one call of 2 rows (0.02 -> 0.09). 0.1, 0.105, 0.11 fill a
+    # batch at once (0.11 -> 0.19); 0.3 waits alone (0.32 -> 0.38).
+    (dep,) = one_card(batch=3)
+    waiting = [SimDeployment(dep.name, dep.model, dep.slo_s, dep.timeout_s, dep.slots, 0.02)]
+    arrivals = [(t, "d", ONLINE, 1, 1.0, 0) for t in (0.0, 0.01, 0.1, 0.105, 0.11, 0.3)]
+    sim, out = run(waiting, arrivals, lambda m, g, w: 50.0 + 10.0 * w)
+    assert sorted(out.latencies[0]) == pytest.approx([0.08, 0.08, 0.08, 0.085, 0.09, 0.09])
+    assert sim.replicas["d"][0].busy_s == pytest.approx(0.07 + 0.08 + 0.06)
+
+
 def test_online_goes_before_waiting_offline_and_fifo_does_not() -> None:
     # A long call holds the card; an offline bulk and then an online query wait behind it.
     arrivals = [
