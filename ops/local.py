@@ -59,7 +59,10 @@ on a cluster set it in the nodes' environment (``ray start``, the container imag
 PROXY_RESTART_TIMEOUT_S = 120.0
 """How long a start waits for Serve to replace a proxy that failed its readiness checks."""
 
-GRPC_SERVICERS = ["serve_app.grpc_api.registration.add_orml_servicer"]
+GRPC_SERVICERS = [
+    "serve_app.grpc_api.registration.add_orml_servicer",
+    "serve_app.grpc_api.registration.add_inference_servicer",
+]
 """What Serve's gRPC ingress serves (``grpc_options.grpc_servicer_functions`` in deploy.yaml)."""
 
 

@@ -288,29 +288,42 @@ class DispatchIngress(GrpcIngress):
         )
 
     # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
+    async def server_ready(self) -> bool:
+        """Whether ``/readyz`` says ready (the protocol's server readiness)."""
+        return (await self.readyz()).status_code == 200
+
+    async def etr_ready(self) -> bool:
+        state = await self._deployment_states()
+        return "reason" not in state and bool(state["etr"]["healthy"])
+
+    async def etr_metadata(self) -> tuple[list[str], str]:
+        """The ETR model's (versions, platform); Unavailable while the deployments' state
+        cannot be read."""
+        state = await self._deployment_states()
+        if "reason" in state:
+            raise Unavailable(state["reason"])
+        etr = state["etr"]
+        versions = [str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]]
+        return versions, str(etr.get("runtime", "onnx"))
+
     async def v2_live(self) -> dict[str, bool]:
         return {"live": True}
 
     async def v2_ready(self) -> JSONResponse:
-        ready = (await self.readyz()).status_code == 200
+        ready = await self.server_ready()
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
     async def v2_model_ready(self) -> JSONResponse:
-        state = await self._deployment_states()
-        ready = "reason" not in state and bool(state["etr"]["healthy"])
+        ready = await self.etr_ready()
         return JSONResponse({"name": "etr", "ready": ready}, status_code=200 if ready else 503)
 
     async def v2_model_metadata(self, request: Request) -> JSONResponse:
         try:
             self.api_keys.check("etr", request.headers.get("authorization"))
-            state = await self._deployment_states()
-            if "reason" in state:
-                raise Unavailable(state["reason"])
+            versions, platform = await self.etr_metadata()
         except ServingError as exc:
             return self._v2_error(exc)
-        etr = state["etr"]
-        versions = [str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]]
-        return JSONResponse(kserve_v2.model_metadata(versions, str(etr.get("runtime", "onnx"))))
+        return JSONResponse(kserve_v2.model_metadata(versions, platform))
 
     async def v2_infer(self, request: Request) -> Response:
         try:

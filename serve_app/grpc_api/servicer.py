@@ -1,4 +1,5 @@
-"""The gRPC methods of the ingress (``orml.v1.Orml``): the same pipeline as HTTP.
+"""The gRPC methods of the ingress (``orml.v1.Orml``, and the ETR model on the Open Inference
+Protocol's ``inference.GRPCInferenceService``): the same pipeline as HTTP.
 
 Serve's gRPC ingress calls the ingress deployment's method named after the RPC, with the
 request message and Serve's ``grpc_context``. Each method builds the context from the call's
@@ -12,6 +13,7 @@ and message on the context, a ``google.rpc.Status`` (field violations, RetryInfo
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
@@ -19,7 +21,8 @@ from pydantic import ValidationError
 
 from domain import TrafficClass
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
-from serve_app.grpc_api import convert, wire
+from serve_app.grpc_api import convert, inference, wire
+from serve_app.grpc_api import kserve_v2_pb2 as v2
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.registration import METHODS, RawRequest
 from serve_app.http_edge import invalid_input
@@ -37,13 +40,18 @@ ENDPOINT_METHODS = {"dispatch": "Dispatch", "etr": "Etr", "solve": "SolveRoutes"
 
 
 class GrpcIngress:
-    """Mixed into the ingress deployment, which provides ``pipeline``, ``args``, ``models``
-    and ``call_context`` (the request context, built as for HTTP)."""
+    """Mixed into the ingress deployment, which provides ``pipeline``, ``args``, ``models``,
+    ``call_context`` (the request context, built as for HTTP) and the ETR model's state as
+    the HTTP routes of the Open Inference Protocol read it (``server_ready``, ``etr_ready``,
+    ``etr_metadata``)."""
 
     pipeline: Any
     args: Any
     models: Any  # serve_app.schemas.RequestModels
     call_context: Callable[[Mapping[str, str], TrafficClass, str], CallContext]
+    server_ready: Callable[[], Awaitable[bool]]
+    etr_ready: Callable[[], Awaitable[bool]]
+    etr_metadata: Callable[[], Awaitable[tuple[list[str], str]]]
 
     async def Dispatch(  # noqa: N802
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
@@ -97,7 +105,80 @@ class GrpcIngress:
             grpc_context, "solve", TrafficClass.OFFLINE, pb.SolveResponse, run
         )
 
+    # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
+    # Liveness and readiness answer without a key, as their HTTP routes do; metadata and
+    # inference are the ``etr`` endpoint's (its key, its lane).
+    async def ServerLive(self, request: Any, grpc_context: Any) -> v2.ServerLiveResponse:  # noqa: N802
+        return v2.ServerLiveResponse(live=True)
+
+    async def ServerReady(self, request: Any, grpc_context: Any) -> v2.ServerReadyResponse:  # noqa: N802
+        return v2.ServerReadyResponse(ready=await self.server_ready())
+
+    async def ServerMetadata(  # noqa: N802
+        self, request: Any, grpc_context: Any
+    ) -> v2.ServerMetadataResponse:
+        return v2.ServerMetadataResponse(name="orml-serve", version=_version(), extensions=[])
+
+    async def ModelReady(  # noqa: N802
+        self, request: RawRequest | v2.ModelReadyRequest, grpc_context: Any
+    ) -> v2.ModelReadyResponse:
+        async def run() -> v2.ModelReadyResponse:
+            inference.check_model(self._parse(request, v2.ModelReadyRequest).name)
+            return v2.ModelReadyResponse(ready=await self.etr_ready())
+
+        return await self._answer_plain(grpc_context, v2.ModelReadyResponse, run)
+
+    async def ModelMetadata(  # noqa: N802
+        self, request: RawRequest | v2.ModelMetadataRequest, grpc_context: Any
+    ) -> v2.ModelMetadataResponse:
+        async def run(ctx: CallContext) -> v2.ModelMetadataResponse:
+            inference.check_model(self._parse(request, v2.ModelMetadataRequest).name)
+            return inference.metadata_response(*await self.etr_metadata())
+
+        return await self._answer(
+            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelMetadataResponse, run
+        )
+
+    async def ModelInfer(  # noqa: N802
+        self, request: RawRequest | v2.ModelInferRequest, grpc_context: Any
+    ) -> v2.ModelInferResponse:
+        async def run(ctx: CallContext) -> v2.ModelInferResponse:
+            msg = self._parse(request, v2.ModelInferRequest)
+            call = inference.infer_request(msg, self.args.limits.max_orders)
+            got = await self.pipeline.etr_features(call.features, ctx)
+            return inference.infer_response(got.minutes, got.model_version, call)
+
+        return await self._answer(
+            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelInferResponse, run
+        )
+
     # ---- shared -----------------------------------------------------------------------------
+    def _parse(self, request: RawRequest | Message, message_type: type[R]) -> R:
+        """An Open Inference Protocol request (``RawRequest``: parsed here) within the ETR
+        endpoint's byte limit; TooLarge past it, InvalidInput when it is not the message."""
+        limit = self.args.limits.body_bytes("etr")
+        size = len(request.data) if isinstance(request, RawRequest) else request.ByteSize()
+        if size > limit:
+            raise TooLarge("message bytes", size, limit)
+        if not isinstance(request, RawRequest):
+            return request  # type: ignore[return-value]
+        try:
+            return message_type.FromString(request.data)
+        except DecodeError as exc:
+            raise InvalidInput.at(
+                (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
+            ) from None
+
+    async def _answer_plain(
+        self, grpc_context: Any, empty: type[R], run: Callable[[], Awaitable[R]]
+    ) -> R:
+        """``_answer`` for a method that needs no request context (no key, no deadline)."""
+
+        async def without_context(ctx: CallContext | None) -> R:
+            return await run()
+
+        return await self._answer(grpc_context, None, TrafficClass.ONLINE, empty, without_context)
+
     def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
         """The request (``RawRequest``: parsed here, once admitted; a message: checked)
         validated as ``model``: bytes within the endpoint's limit, lists within theirs
@@ -125,12 +206,16 @@ class GrpcIngress:
     async def _answer(
         self,
         grpc_context: Any,
-        endpoint: str,
+        endpoint: str | None,
         traffic_class: TrafficClass,
         empty: type[R],
-        run: Callable[[CallContext], Awaitable[R]],
+        run: Callable[[Any], Awaitable[R]],
     ) -> R:
+        """``run(ctx)`` answered: its message, or its error as the table says. ctx : the
+        call's context for ``endpoint`` (None: none is built)."""
         try:
+            if endpoint is None:
+                return await run(None)
             metadata = dict(grpc_context.invocation_metadata())
             return await run(self.call_context(metadata, traffic_class, endpoint))
         except Exception as exc:
@@ -152,3 +237,10 @@ class GrpcIngress:
                 trailers.append(("retry-after", retry_after_header(after)))
             grpc_context.set_trailing_metadata(trailers)
             return empty()
+
+
+def _version() -> str:
+    try:
+        return version("orml-serve")
+    except PackageNotFoundError:
+        return "unknown"

@@ -1,6 +1,7 @@
-"""The ETR model on the Open Inference Protocol: the codec on its own (JSON and Triton's
-binary tensors, every malformed input a 4xx naming it), then Triton's own HTTP client against
-the session's app, answered with the minutes /v1/etr gives for the same orders."""
+"""The ETR model on the Open Inference Protocol: the codecs on their own (JSON and Triton's
+binary tensors, the gRPC messages; every malformed input a 4xx naming it), then Triton's own
+HTTP and gRPC clients against the session's app, answered with the minutes /v1/etr gives for
+the same orders."""
 
 from __future__ import annotations
 
@@ -110,3 +111,103 @@ def test_tritons_http_client_gets_the_minutes_of_v1_etr(serve_url):
     bad.set_data_from_numpy(np.zeros((1, 38), np.float32))
     with pytest.raises(Exception, match="shape"):
         client.infer("etr", [bad])
+
+
+def grpc_request(features: np.ndarray, raw: bool = True, **extra):
+    from serve_app.grpc_api import kserve_v2_pb2 as v2
+
+    msg = v2.ModelInferRequest(model_name="etr", id="r7", **extra)
+    tensor = msg.inputs.add(name="features", datatype="FP32", shape=list(features.shape))
+    if raw:
+        msg.raw_input_contents.append(features.astype("<f4").tobytes())
+    else:
+        tensor.contents.fp32_contents.extend(features.ravel().tolist())
+    return msg
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_grpc_tensors_raw_or_typed_are_read_and_answered_raw(raw):
+    from serve_app.grpc_api.inference import infer_request, infer_response
+
+    got = infer_request(grpc_request(ROWS, raw), 10)
+    assert np.array_equal(got.features, ROWS) and got.id == "r7"
+    answer = infer_response(np.array([1.5, 2.5], np.float32), "v3", got)
+    assert answer.id == "r7" and answer.model_version == "v3"
+    assert list(answer.outputs[0].shape) == [2] and answer.outputs[0].name == "minutes"
+    assert np.frombuffer(answer.raw_output_contents[0], "<f4").tolist() == [1.5, 2.5]
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda m: setattr(m, "model_name", "other"), "no model 'other'"),
+        (lambda m: setattr(m.inputs[0], "name", "x"), "takes 'features'"),
+        (lambda m: setattr(m.inputs[0], "datatype", "FP64"), "is FP32"),
+        (lambda m: m.inputs[0].shape.__setitem__(1, 38), "shape"),
+        (lambda m: m.raw_input_contents.__setitem__(0, b"\0" * 12), "bytes expected"),
+        (lambda m: m.raw_input_contents.append(b""), "bytes expected"),
+        (lambda m: m.inputs.add(name="features"), "one input"),
+    ],
+)
+def test_a_malformed_grpc_infer_request_is_invalid_naming_what_is_wrong(edit, match):
+    import grpc
+
+    from serve_app.grpc_api.inference import infer_request
+
+    msg = grpc_request(ROWS)
+    edit(msg)
+    with pytest.raises(InvalidInput, match=match) as got:
+        infer_request(msg, 10)
+    assert answer_for(got.value).grpc_code == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_grpc_values_that_are_not_finite_and_rows_past_the_limit_are_refused():
+    from serve_app.grpc_api.inference import infer_request
+
+    bad = ROWS.copy()
+    bad[1, 3] = np.nan
+    with pytest.raises(InvalidInput, match="not a finite number"):
+        infer_request(grpc_request(bad, raw=False), 10)
+    with pytest.raises(TooLarge, match="rows: 2 exceeds the limit of 1"):
+        infer_request(grpc_request(ROWS), 1)
+
+
+def test_tritons_grpc_client_gets_the_minutes_of_v1_etr(serve_url, grpc_address):
+    import httpx
+    import tritonclient.grpc as triton
+    from tritonclient.utils import InferenceServerException
+
+    from serve_app.schemas import EtrRequest, OrderIn
+
+    orders = list(generate_round(1, 6, seed=32).orders)
+    features = features_from_orders(orders)
+    client = triton.InferenceServerClient(grpc_address)
+    assert client.is_server_live() and client.is_server_ready()
+    assert client.is_model_ready("etr")
+    meta = client.get_model_metadata("etr")
+    assert (meta.inputs[0].name, meta.inputs[0].datatype, list(meta.inputs[0].shape)) == (
+        "features",
+        "FP32",
+        [-1, 39],
+    )
+    tensor = triton.InferInput("features", list(features.shape), "FP32")
+    tensor.set_data_from_numpy(features)
+    got = client.infer("etr", [tensor], request_id="q1")
+    minutes = got.as_numpy("minutes")
+    assert got.get_response().id == "q1"
+    want = httpx.post(
+        f"{serve_url}/v1/etr",
+        content=EtrRequest(orders=[OrderIn.from_domain(o) for o in orders]).model_dump_json(),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    ).json()["minutes"]
+    assert minutes.shape == (6,)
+    assert minutes == pytest.approx(np.asarray(want, np.float32), abs=1e-3)
+    # A malformed request and an unknown model are the client's errors, named.
+    bad = triton.InferInput("features", [1, 38], "FP32")
+    bad.set_data_from_numpy(np.zeros((1, 38), np.float32))
+    with pytest.raises(InferenceServerException, match="shape") as err:
+        client.infer("etr", [bad])
+    assert err.value.status() == "StatusCode.INVALID_ARGUMENT"
+    with pytest.raises(InferenceServerException, match="no model 'other'"):
+        client.is_model_ready("other")
