@@ -134,8 +134,8 @@ class DayState:
             created_at=o.placed * 60.0,
             # The dispatch starts a pickup's service once the food is ready; MDRP picks up at
             # the service's middle, so its service may start half a service earlier. Given
-            # MDRP's ready time, the dispatch saw a courier on time leave half a service later
-            # than it does and a late one exactly: it underrated lateness (docs/mdrp.md).
+            # MDRP's ready time, the dispatch would see a courier on time leave half a service
+            # later than it does and a late one exactly, underrating lateness (docs/mdrp.md).
             ready_at=(o.ready - self.half_pickup) * 60.0,
             promised_at=self._earliest_arrival(o) * 60.0,
             pickup_service_s=self.inst.params.pickup_service * 60.0,
@@ -146,9 +146,8 @@ class DayState:
         """The minute a courier waiting at the restaurant when the food is ready reaches the door
         (before the drop-off service), on the dispatch's clock (straight-line travel, not
         rounded up): due then, every minute later is a minute of click-to-door the plan added.
-        Lateness counted at the door, as the dispatch measures it (counted after the drop-off
-        service, every plan had half a service of free lateness, and a late courier looked
-        2 min better than it was)."""
+        Lateness counts at the door, as the dispatch measures it (counted after the drop-off
+        service, every plan would get half a service of free lateness)."""
         r = self.inst.restaurants[o.restaurant]
         ride = math.hypot(r.x - o.x, r.y - o.y) / self.inst.params.meters_per_minute
         return o.ready + self.half_pickup + ride
