@@ -182,9 +182,12 @@ def test_tritons_grpc_client_gets_the_minutes_of_v1_etr(serve_url, grpc_address)
     orders = list(generate_round(1, 6, seed=32).orders)
     features = features_from_orders(orders)
     client = triton.InferenceServerClient(grpc_address)
-    assert client.is_server_live() and client.is_server_ready()
-    assert client.is_model_ready("etr")
-    meta = client.get_model_metadata("etr")
+    # The session's cluster may run other apps beside it: Serve's gRPC proxy then needs the
+    # app's name (with one app, as deployed, a client sends nothing of its own).
+    app = {"application": "orml"}
+    assert client.is_server_live(headers=app) and client.is_server_ready(headers=app)
+    assert client.is_model_ready("etr", headers=app)
+    meta = client.get_model_metadata("etr", headers=app)
     assert (meta.inputs[0].name, meta.inputs[0].datatype, list(meta.inputs[0].shape)) == (
         "features",
         "FP32",
@@ -192,7 +195,7 @@ def test_tritons_grpc_client_gets_the_minutes_of_v1_etr(serve_url, grpc_address)
     )
     tensor = triton.InferInput("features", list(features.shape), "FP32")
     tensor.set_data_from_numpy(features)
-    got = client.infer("etr", [tensor], request_id="q1")
+    got = client.infer("etr", [tensor], request_id="q1", headers=app)
     minutes = got.as_numpy("minutes")
     assert got.get_response().id == "q1"
     want = httpx.post(
@@ -207,7 +210,7 @@ def test_tritons_grpc_client_gets_the_minutes_of_v1_etr(serve_url, grpc_address)
     bad = triton.InferInput("features", [1, 38], "FP32")
     bad.set_data_from_numpy(np.zeros((1, 38), np.float32))
     with pytest.raises(InferenceServerException, match="shape") as err:
-        client.infer("etr", [bad])
+        client.infer("etr", [bad], headers=app)
     assert err.value.status() == "StatusCode.INVALID_ARGUMENT"
     with pytest.raises(InferenceServerException, match="no model 'other'"):
-        client.is_model_ready("other")
+        client.is_model_ready("other", headers=app)
