@@ -1,5 +1,5 @@
 """The HTTP edge of one ingress replica, built by it at start (``build_http_app``): FastAPI with
-every route of ``serve_app.http_routes.ROUTES`` bound to the replica's own methods, one error
+every route of ``serve_app.http_routes.ROUTES`` bound to the replica's endpoints, one error
 handler for every route, and the middlewares in front of the router (the direct routes, the
 body limit, the request metrics), each handed what it needs: no state at module level.
 
@@ -58,9 +58,10 @@ async def error_answer(request: Request, exc: Exception) -> Response:
     return JSONResponse(content, answer.http_status, headers)
 
 
-def build_http_app(ingress: Any, limits: Limits) -> FastAPI:
-    """The app of ``ingress`` (an object with a method per route's ``handler``, each taking the
-    ``Request`` where it needs one), refusing bodies over ``limits``."""
+def build_http_app(endpoints: Any, limits: Limits) -> FastAPI:
+    """The app of ``endpoints`` (``serve_app.http_endpoints.HttpEndpoints``: a method per
+    route's ``handler``, each taking the ``Request`` where it needs one), refusing bodies over
+    ``limits``."""
     # FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not
     # a CDN, so the docs work on a machine without internet.
     app = FastAPIOffline(title=TITLE, version="0.1.0", description=DESCRIPTION)
@@ -71,7 +72,7 @@ def build_http_app(ingress: Any, limits: Limits) -> FastAPI:
         )
         app.add_api_route(
             route.path,
-            getattr(ingress, route.handler),
+            getattr(endpoints, route.handler),
             methods=[route.method],
             summary=route.summary,
             include_in_schema=route.public,
@@ -94,7 +95,7 @@ def build_http_app(ingress: Any, limits: Limits) -> FastAPI:
     # Innermost first: the direct routes see requests the body limit and the metrics have seen.
     app.add_middleware(
         DirectRoutes,
-        routes={(r.method, r.path): getattr(ingress, r.handler) for r in ROUTES if r.direct},
+        routes={(r.method, r.path): getattr(endpoints, r.handler) for r in ROUTES if r.direct},
         on_error=error_answer,
     )
     app.add_middleware(

@@ -17,7 +17,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class HttpRoute:
-    """One route. handler : the name of the ingress's method that answers it; endpoint : the
+    """One route. handler : the name of the ``HttpEndpoints`` method that answers it; endpoint : the
     endpoint whose body limit and API key apply to its body (None: no body); lane : the
     admission lane the pipeline takes it through (HAProxy sheds it in front when set);
     direct : called past FastAPI's router (``serve_app.direct_routes``); request, response :

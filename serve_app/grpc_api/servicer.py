@@ -20,6 +20,7 @@ from google.protobuf.message import DecodeError, Message
 from pydantic import ValidationError
 
 from domain import TrafficClass
+from serve_app.deployment_status import DeploymentStatus
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import convert, inference, wire
 from serve_app.grpc_api import kserve_v2_pb2 as v2
@@ -40,18 +41,16 @@ ENDPOINT_METHODS = {"dispatch": "Dispatch", "etr": "Etr", "solve": "SolveRoutes"
 
 
 class GrpcIngress:
-    """Mixed into the ingress deployment, which provides ``pipeline``, ``args``, ``models``,
-    ``call_context`` (the request context, built as for HTTP) and the ETR model's state as
-    the HTTP routes of the Open Inference Protocol read it (``server_ready``, ``etr_ready``,
-    ``etr_metadata``)."""
+    """Mixed into the ingress deployment (Serve's gRPC ingress calls methods of the deployment
+    itself), which provides ``pipeline``, ``args``, ``models``, ``contexts`` (a request's
+    context, built as for HTTP) and ``status`` (what the deployments say of themselves, as the
+    HTTP routes read it)."""
 
     pipeline: Any
     args: Any
     models: Any  # serve_app.schemas.RequestModels
-    call_context: Callable[[Mapping[str, str], TrafficClass, str], CallContext]
-    server_ready: Callable[[], Awaitable[bool]]
-    etr_ready: Callable[[], Awaitable[bool]]
-    etr_metadata: Callable[[], Awaitable[tuple[list[str], str]]]
+    contexts: Callable[[Mapping[str, str], TrafficClass, str], CallContext]
+    status: DeploymentStatus
 
     async def Dispatch(  # noqa: N802
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
@@ -112,7 +111,7 @@ class GrpcIngress:
         return v2.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request: Any, grpc_context: Any) -> v2.ServerReadyResponse:  # noqa: N802
-        return v2.ServerReadyResponse(ready=await self.server_ready())
+        return v2.ServerReadyResponse(ready=await self.status.ready())
 
     async def ServerMetadata(  # noqa: N802
         self, request: Any, grpc_context: Any
@@ -124,7 +123,7 @@ class GrpcIngress:
     ) -> v2.ModelReadyResponse:
         async def run() -> v2.ModelReadyResponse:
             inference.check_model(self._parse(request, v2.ModelReadyRequest).name)
-            return v2.ModelReadyResponse(ready=await self.etr_ready())
+            return v2.ModelReadyResponse(ready=await self.status.etr_ready())
 
         return await self._answer_plain(grpc_context, v2.ModelReadyResponse, run)
 
@@ -133,7 +132,7 @@ class GrpcIngress:
     ) -> v2.ModelMetadataResponse:
         async def run(ctx: CallContext) -> v2.ModelMetadataResponse:
             inference.check_model(self._parse(request, v2.ModelMetadataRequest).name)
-            return inference.metadata_response(*await self.etr_metadata())
+            return inference.metadata_response(*await self.status.etr_metadata())
 
         return await self._answer(
             grpc_context, "etr", TrafficClass.ONLINE, v2.ModelMetadataResponse, run
@@ -217,7 +216,7 @@ class GrpcIngress:
             if endpoint is None:
                 return await run(None)
             metadata = dict(grpc_context.invocation_metadata())
-            return await run(self.call_context(metadata, traffic_class, endpoint))
+            return await run(self.contexts(metadata, traffic_class, endpoint))
         except Exception as exc:
             answer = answer_for(exc)
             detail = detail_for(exc, grpc_context.request_id() or "")

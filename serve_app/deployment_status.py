@@ -1,0 +1,71 @@
+"""What the deployments behind the ingress say of themselves: whether to send traffic here
+(``/readyz``, the Open Inference Protocol's readiness), the ETR model's versions, and the
+whole state for operators (``/admin/status``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Protocol
+
+from serve_app.pipeline.errors import Unavailable
+
+log = logging.getLogger("orml.serve")
+
+
+class ReportsReady(Protocol):
+    async def ready(self) -> dict[str, Any]: ...
+
+
+class DeploymentStatus:
+    """solver, etr : what answers ``ready()`` for each deployment (its state as a dict);
+    timeout_s : how long both may take to answer."""
+
+    def __init__(self, solver: ReportsReady, etr: ReportsReady, timeout_s: float) -> None:
+        self.solver, self.etr, self.timeout_s = solver, etr, timeout_s
+
+    async def states(self) -> dict[str, Any]:
+        """Both deployments' ``ready()`` answers, or a short reason (details only logged)."""
+        try:
+            or_state, etr_state = await asyncio.wait_for(
+                asyncio.gather(self.solver.ready(), self.etr.ready()), self.timeout_s
+            )
+        except TimeoutError:
+            return {"reason": f"a deployment did not answer in {self.timeout_s} s"}
+        except Exception as exc:
+            log.warning("readiness: a deployment could not answer", exc_info=exc)
+            return {"reason": f"a deployment could not answer ({type(exc).__name__})"}
+        return {"or_solver": or_state, "etr": etr_state}
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """(ready, why): each deployment's health, the solver's warm-up and the serving ETR
+        versions; no configuration (that is ``states``)."""
+        state = await self.states()
+        if "reason" in state:
+            return False, {"ready": False, **state}
+        or_state, etr_state = state["or_solver"], state["etr"]
+        ready = bool(
+            or_state["healthy"] and not or_state["kernel_warming"] and etr_state["healthy"]
+        )
+        return ready, {
+            "ready": ready,
+            "or_solver": {k: or_state[k] for k in ("healthy", "kernel_warming")},
+            "etr": {k: etr_state[k] for k in ("healthy", "model_version", "loaded_versions")},
+        }
+
+    async def ready(self) -> bool:
+        return (await self.readiness())[0]
+
+    async def etr_ready(self) -> bool:
+        state = await self.states()
+        return "reason" not in state and bool(state["etr"]["healthy"])
+
+    async def etr_metadata(self) -> tuple[list[str], str]:
+        """The ETR model's (versions, platform); Unavailable while the deployments' state
+        cannot be read."""
+        state = await self.states()
+        if "reason" in state:
+            raise Unavailable(state["reason"])
+        etr = state["etr"]
+        versions = [str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]]
+        return versions, str(etr.get("runtime", "onnx"))
