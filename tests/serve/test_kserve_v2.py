@@ -80,11 +80,24 @@ def test_rows_past_the_limit_are_too_large():
         parse_infer(request(ROWS.ravel().tolist()), {}, 1)
 
 
-def test_tritons_http_client_gets_the_minutes_of_v1_etr(serve_url):
+def assert_minutes_of_v1_etr(minutes: np.ndarray, serve_url: str, orders: list) -> None:
+    """``minutes`` are what ``POST /v1/etr`` answers for ``orders``."""
     import httpx
-    import tritonclient.http as triton
 
     from serve_app.schemas import EtrRequest, OrderIn
+
+    want = httpx.post(
+        f"{serve_url}/v1/etr",
+        content=EtrRequest(orders=[OrderIn.from_domain(o) for o in orders]).model_dump_json(),
+        headers={"content-type": "application/json"},
+        timeout=30,
+    ).json()["minutes"]
+    assert minutes.shape == (len(orders),)
+    assert minutes == pytest.approx(np.asarray(want, np.float32), abs=1e-3)
+
+
+def test_tritons_http_client_gets_the_minutes_of_v1_etr(serve_url):
+    import tritonclient.http as triton
 
     orders = list(generate_round(1, 6, seed=31).orders)
     features = features_from_orders(orders)
@@ -98,14 +111,7 @@ def test_tritons_http_client_gets_the_minutes_of_v1_etr(serve_url):
     tensor.set_data_from_numpy(features, binary_data=True)
     got = client.infer("etr", [tensor], outputs=[triton.InferRequestedOutput("minutes")])
     minutes = got.as_numpy("minutes")
-    want = httpx.post(
-        f"{serve_url}/v1/etr",
-        content=EtrRequest(orders=[OrderIn.from_domain(o) for o in orders]).model_dump_json(),
-        headers={"content-type": "application/json"},
-        timeout=30,
-    ).json()["minutes"]
-    assert minutes.shape == (6,)
-    assert minutes == pytest.approx(np.asarray(want, np.float32), abs=1e-3)
+    assert_minutes_of_v1_etr(minutes, serve_url, orders)
     # and a malformed request is the client's error, named
     bad = triton.InferInput("features", [1, 38], "FP32")
     bad.set_data_from_numpy(np.zeros((1, 38), np.float32))
@@ -173,11 +179,8 @@ def test_grpc_values_that_are_not_finite_and_rows_past_the_limit_are_refused():
 
 
 def test_tritons_grpc_client_gets_the_minutes_of_v1_etr(serve_url, grpc_address):
-    import httpx
     import tritonclient.grpc as triton
     from tritonclient.utils import InferenceServerException
-
-    from serve_app.schemas import EtrRequest, OrderIn
 
     orders = list(generate_round(1, 6, seed=32).orders)
     features = features_from_orders(orders)
@@ -198,14 +201,7 @@ def test_tritons_grpc_client_gets_the_minutes_of_v1_etr(serve_url, grpc_address)
     got = client.infer("etr", [tensor], request_id="q1", headers=app)
     minutes = got.as_numpy("minutes")
     assert got.get_response().id == "q1"
-    want = httpx.post(
-        f"{serve_url}/v1/etr",
-        content=EtrRequest(orders=[OrderIn.from_domain(o) for o in orders]).model_dump_json(),
-        headers={"content-type": "application/json"},
-        timeout=30,
-    ).json()["minutes"]
-    assert minutes.shape == (6,)
-    assert minutes == pytest.approx(np.asarray(want, np.float32), abs=1e-3)
+    assert_minutes_of_v1_etr(minutes, serve_url, orders)
     # A malformed request and an unknown model are the client's errors, named.
     bad = triton.InferInput("features", [1, 38], "FP32")
     bad.set_data_from_numpy(np.zeros((1, 38), np.float32))
