@@ -95,8 +95,10 @@ def test_100_concurrent_requests_for_one_missing_key_compute_once(redis_url):
 
 def test_lease_makes_other_replicas_wait_for_the_first(redis_url):
     async def run():
-        a, b = make_cache(redis_url, lease_ms=500), make_cache(redis_url, lease_ms=500)
-        a.l2.timeout_s = b.l2.timeout_s = 0.2
+        # Margins a loaded box keeps: a Redis call that timed out reads as "no lease" (fail
+        # open), and a waiter gives up at the lease's end; a correct run takes ~0.1 s.
+        a, b = make_cache(redis_url, lease_ms=5000), make_cache(redis_url, lease_ms=5000)
+        a.l2.timeout_s = b.l2.timeout_s = 2.0
         key = cache_key("solve", "1", {"instance": "lr201"})
         n = {"a": 0, "b": 0}
 
