@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from domain import LatLng, Order
+from domain import DispatchRound, LatLng, Order
 from domain.geo import EARTH_RADIUS_M
 from planner.mdrp.instance import Courier, MdrpInstance, MdrpOrder
 
@@ -163,6 +163,11 @@ class DayState:
         ride = order.promised_at - order.ready_at  # pickup service + ride + half a drop-off
         due = max(order.promised_at, t * 60.0 + ride)
         return order if due == order.promised_at else replace(order, promised_at=due)
+
+    def due_minutes(self, round_: DispatchRound) -> dict[str, float]:
+        """Each of the round's orders' earliest drop-off still possible, on MDRP's clock
+        (minutes, after half the drop-off service)."""
+        return {o.id: o.promised_at / 60.0 + self.half_dropoff for o in round_.orders}
 
     def plan_schedule(
         self, t: int, chosen: dict[str, str], open_: dict[str, MdrpOrder]

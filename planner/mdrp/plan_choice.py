@@ -111,7 +111,7 @@ class PlanChoice:
         best_cost = math.inf
         start = time.perf_counter()
         # plan_cost's drop-offs are MDRP's (after half the service): so are the due times.
-        due_min = {o.id: o.promised_at / 60.0 + day.half_dropoff for o in round_.orders}
+        due_min = day.due_minutes(round_)
         budget_s = None if self.round_budget_ms is None else self.round_budget_ms / 1e3
         judge = Rollouts(clock, t, round_, open_, due_min, out) if self.rollout_min else None
 

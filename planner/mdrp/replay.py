@@ -259,7 +259,7 @@ class DayClock:
     ) -> set[str]:
         """Note ``chosen`` (order id -> courier id) on the day and make final what it needs
         final at ``t``; the couriers whose pickup would fall after their shift."""
-        due_min = {o.id: o.promised_at / 60.0 + self.day.half_dropoff for o in round_.orders}
+        due_min = self.day.due_minutes(round_)
         self.day.note_plan(t, due_min, chosen, open_)
         return self.commitment.commit_plan(self.day, t, chosen, open_, out)
 

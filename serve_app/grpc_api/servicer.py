@@ -121,11 +121,14 @@ class GrpcIngress:
     async def ModelReady(  # noqa: N802
         self, request: RawRequest | v2.ModelReadyRequest, grpc_context: Any
     ) -> v2.ModelReadyResponse:
-        async def run() -> v2.ModelReadyResponse:
+        async def run(ctx: None) -> v2.ModelReadyResponse:
             inference.check_model(self._parse(request, v2.ModelReadyRequest).name)
             return v2.ModelReadyResponse(ready=await self.status.etr_ready())
 
-        return await self._answer_plain(grpc_context, v2.ModelReadyResponse, run)
+        # No endpoint: no context (no key, no deadline), as the HTTP route.
+        return await self._answer(
+            grpc_context, None, TrafficClass.ONLINE, v2.ModelReadyResponse, run
+        )
 
     async def ModelMetadata(  # noqa: N802
         self, request: RawRequest | v2.ModelMetadataRequest, grpc_context: Any
@@ -167,16 +170,6 @@ class GrpcIngress:
             raise InvalidInput.at(
                 (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
             ) from None
-
-    async def _answer_plain(
-        self, grpc_context: Any, empty: type[R], run: Callable[[], Awaitable[R]]
-    ) -> R:
-        """``_answer`` for a method that needs no request context (no key, no deadline)."""
-
-        async def without_context(ctx: CallContext | None) -> R:
-            return await run()
-
-        return await self._answer(grpc_context, None, TrafficClass.ONLINE, empty, without_context)
 
     def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
         """The request (``RawRequest``: parsed here, once admitted; a message: checked)
