@@ -60,15 +60,22 @@ def main() -> None:
     repeats = 10 if args.quick else 50
     packed = pack_round(generate_round(100, 50, seed=7, route_stops=(4, 12)))
     routes, orders = packed.routes.to(cupy), packed.orders.to(cupy)
-    _, arrays = round_arrays(generate_round(300, 100, seed=1))
-    dev, weights = arrays.to(cupy), DispatchWeights()
+    weights = DispatchWeights()
+
+    def on_device(n_riders: int, n_orders: int):
+        return round_arrays(generate_round(n_riders, n_orders, seed=1))[1].to(cupy)
+
+    small, mid, big = on_device(300, 100), on_device(1000, 300), on_device(5000, 2000)
+    # (name, call, timed calls, profiled calls): the big round is seconds a call on a slow path
     calls = [
-        ("insertion_costs 100x50", lambda: insertion_costs(routes, orders, late_weight=4.0)),
-        ("solve_round 300x100", lambda: solve_round(dev, weights)),
+        ("insertion_costs 100x50", lambda: insertion_costs(routes, orders, late_weight=4.0), 0, 20),
+        ("solve_round 300x100", lambda: solve_round(small, weights), 0, 5),
+        ("solve_round 1000x300", lambda: solve_round(mid, weights), 0, 3),
+        ("solve_round 5000x2000", lambda: solve_round(big, weights), 3, 1),
     ]
     rows, texts = [], []
-    for name, call in calls:
-        row, text = measure(name, call, repeats, 5 if "solve" in name else 20)
+    for name, call, timed, profiled in calls:
+        row, text = measure(name, call, timed or repeats, profiled)
         log(f"  {name}: CPU {row['cpu_ms']:.3f} ms, GPU {row['gpu_ms']:.3f} ms per call")
         rows.append(row)
         texts.append(text)

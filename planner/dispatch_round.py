@@ -261,8 +261,10 @@ def _pass_dense(
     weights: DispatchWeights,
     checkpoint: Callable[[], None] | None,
     times: StageTimes,
+    reference: bool = False,
 ) -> _Picks:
-    """Price every pair (or each order's nearest ``candidate_riders``), then ``assign``."""
+    """Price every pair (or each order's nearest ``candidate_riders``), then ``assign`` (on a
+    GPU, the certified search over the device's prices, unless ``reference``)."""
     xp = routes.xp
     w = weights.late_weight
     with times("insertion_ms"):
@@ -270,7 +272,7 @@ def _pass_dense(
         cost = ins.cost if floor is None else etr_adjusted_cost(ins, orders.due, floor, w)
         ever = to_numpy(xp.isfinite(cost).any(axis=0))
     with times("assign_ms"):
-        pick = _dense_pick(cost, weights, checkpoint)
+        pick = _dense_pick(cost, weights, checkpoint, reference)
     got = np.nonzero(pick >= 0)[0]
     rider = pick[got]
     return _Picks(
@@ -284,11 +286,15 @@ def _pass_dense(
 
 
 def _dense_pick(
-    cost: Any, weights: DispatchWeights, checkpoint: Callable[[], None] | None
+    cost: Any,
+    weights: DispatchWeights,
+    checkpoint: Callable[[], None] | None,
+    reference: bool = False,
 ) -> np.ndarray:
-    """int64[O] rider per order (-1 none) of the exact assignment over a priced [R, O]."""
+    """int64[O] rider per order (-1 none) of the exact assignment over a priced [R, O]; with
+    ``reference``, always the dense host ``assign``."""
     xp = array_module(cost)
-    if xp is not np and weights.candidate_riders is None:
+    if xp is not np and weights.candidate_riders is None and not reference:
         # Every price is on the device already: only the pairs that can win go to the host.
         costs = DeviceCosts(cost)
         picked = certified_assign(costs, costs.price, checkpoint=checkpoint)
@@ -381,8 +387,9 @@ def solve_round(
         ETR model, or None.
     checkpoint : called between steps (and between blocks of a big pricing, ``_price``); what
         it raises ends the solve (a replica whose caller has given up stops computing).
-    dense : price every pair and solve the dense assignment on the host in every pass (the
-        reference the certified pass is held to; benchmarks run it side by side).
+    dense : price every pair and solve the dense assignment on the host in every pass, on
+        either backend (the reference the certified passes are held to; benchmarks run it
+        side by side).
     Each pass gives the exact assignment of its open orders to its open riders: on the host
     by ``certified_assign`` (only the pairs that can win are priced), on a GPU by pricing every
     pair and sending the host the few that can win. ``candidate_riders`` restricts each order
@@ -419,7 +426,9 @@ def solve_round(
         if _certifies(sub_orders, sub_routes, weights, dense):
             picks = _pass_certified(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)
         if picks is None:
-            picks = _pass_dense(sub_routes, sub_orders, sub_floor, weights, checkpoint, times)
+            picks = _pass_dense(
+                sub_routes, sub_orders, sub_floor, weights, checkpoint, times, reference=dense
+            )
         ever_feasible[open_orders] |= picks.ever_feasible
         if picks.order.size == 0:
             break
