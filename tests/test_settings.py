@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from config import backend_for, get_settings
+from config import Settings, backend_for, get_settings
 from kernels.backend import backend_for_pairs, cupy_available, resolve_backend
 from serve_app.cache_setup import build_cache
 from serve_app.config import CacheArgs, DispatchAppArgs
@@ -57,7 +57,7 @@ def test_auto_keeps_rounds_under_gpu_min_pairs_on_the_host():
 
 
 def test_gpu_min_pairs_is_read_from_the_environment_and_validated(env):
-    assert get_settings().gpu_min_pairs == 500_000
+    assert get_settings().gpu_min_pairs == Settings.model_fields["gpu_min_pairs"].default
     env(gpu_min_pairs="0")
     assert get_settings().gpu_min_pairs == 0
     env(gpu_min_pairs="-1")
