@@ -42,6 +42,7 @@ def warming() -> bool:
 def warm_up() -> None:
     """Compile (or load from Numba's on-disk cache) every compiled build, in this process."""
     from kernels._assign_jit import warm_up as warm_assign
+    from kernels._improve_jit import warm_up as warm_improve
     from kernels._insertion_bounds_jit import warm_up as warm_bounds
     from kernels._insertion_costs_jit import warm_up as warm_insertion
     from kernels._pair_scan_jit import warm_up as warm_scans
@@ -54,6 +55,7 @@ def warm_up() -> None:
     warm_scans()
     warm_sparse()
     warm_schedule()
+    warm_improve()
 
 
 def warm_up_in_background() -> threading.Thread:

@@ -6,6 +6,11 @@ route without it. This covers or-opt moves of a pickup and of a drop-off, kept i
 Per pass every order of every route is tried at once; each route takes its best move if it
 lowers ``travel + late_weight x lateness`` by more than ``tol_s``; passes repeat until none does.
 
+A route's search depends on no other route: for NumPy inputs it has a compiled twin that runs
+each route's whole search (every pass) in one call (``kernels._improve_jit``), for CuPy inputs
+one CUDA thread per route (``improve.cu``), the two bit-equal; the array loop below is the
+reference they are held to (the same moves; it sums a route's lateness in another order).
+
 Why it never makes a route worse or infeasible: a move is applied only if the re-simulated cost
 drops, and the re-insertion never lets a stop arrive later than both its hard deadline and its
 arrival on the route without the order, which is never later than on the original route.
@@ -15,6 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from kernels import compiled
 from kernels.arrays import RouteArrays
 from kernels.insertion_costs import insertion_costs
 from kernels.route_edit import insert_orders, orders_on_routes, put_rows, remove_orders
@@ -35,15 +43,37 @@ def improve(
     rows: Any = None,
     max_passes: int = 2,
     tol_s: float = 1e-2,
+    method: str = "auto",
 ) -> tuple[RouteArrays, Any, int]:
-    """Improve routes ``rows`` (default all) by relocating orders.
+    """Improve routes ``rows`` (default all, distinct) by relocating orders.
 
     owner : int32[R, L] order key of each stop (-1 for padding and fixed stops).
-    Returns (routes, owner, moves applied). Inputs are not modified.
+    method : "auto" (for NumPy the compiled search unless it is still loading, see
+        ``kernels.compiled``, else the array loop; for CuPy the CUDA kernel), "jit" (NumPy),
+        "cuda" (CuPy) or "loop" (any ``xp``).
+    Returns (routes, owner, moves applied). Inputs are not modified. Raises ValueError for an
+    unknown method or one that does not run on the inputs' device.
     """
+    routes.check()
     xp = routes.xp
     if rows is None:
         rows = xp.arange(routes.shape[0])
+    if method == "auto":
+        method = ("loop" if compiled.warming() else "jit") if xp is np else "cuda"
+    if method == "jit":
+        if xp is not np:
+            raise ValueError("method 'jit' runs on NumPy arrays only")
+        from kernels._improve_jit import improve_jit
+
+        return improve_jit(routes, owner, rows, late_weight, max_passes, tol_s)
+    if method == "cuda":
+        if xp is np:
+            raise ValueError("method 'cuda' runs on CuPy arrays only")
+        from kernels._improve_cuda import improve_cuda
+
+        return improve_cuda(routes, owner, rows, late_weight, max_passes, tol_s)
+    if method != "loop":
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit', 'cuda' or 'loop'")
     moves = 0
     for _ in range(max_passes):
         sub_owner = owner[rows]
