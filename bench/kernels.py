@@ -159,6 +159,44 @@ def bench_round(
     return rows
 
 
+def bench_improve(n_riders: int, repeats: int, log) -> list[dict]:
+    """``improve`` over every route of a generated fleet (2-12 stops each): the array loop (the
+    reference, a pass as some forty array calls) against the one-call search (compiled on the
+    CPU, one CUDA launch on a GPU), same routes, same device."""
+    from kernels.improve import improve
+
+    packed = pack_round(generate_round(n_riders, 0, seed=5, route_stops=(2, 12)))
+    devices = [("numpy", packed.routes, packed.owner, "jit")]
+    if cupy_available():
+        import cupy
+
+        devices.append(("cupy", packed.routes.to(cupy), cupy.asarray(packed.owner), "cuda"))
+    rows = []
+    for backend, routes, owner, fast in devices:
+        row: dict = {"routes": n_riders, "backend": backend}
+        for method in ("loop", fast):
+
+            def run(method: str = method) -> int:
+                moves = improve(routes, owner, late_weight=LATE_WEIGHT, method=method)[2]
+                if backend == "cupy":
+                    import cupy
+
+                    cupy.cuda.get_current_stream().synchronize()
+                return moves
+
+            row["moves"] = run()
+            row[f"{'loop' if method == 'loop' else 'one_call'}_ms"] = (
+                statistics.median(time_it(run, repeats)) * 1e3
+            )
+        row["speedup"] = row["loop_ms"] / row["one_call_ms"]
+        log(
+            f"  improve {n_riders} routes {backend}: loop {row['loop_ms']:.1f} ms, "
+            f"one call {row['one_call_ms']:.1f} ms"
+        )
+        rows.append(row)
+    return rows
+
+
 def certified_vs_dense(round_rows: list[dict]) -> list[dict]:
     """Per round, backend and improve setting: the certified pass against the dense one."""
     by_key = {(r["round"], r["backend"], r["improve"], r["solver"]): r for r in round_rows}
@@ -359,6 +397,10 @@ def main() -> None:
     ]
     crossover = round_crossover(round_rows)
     versus = certified_vs_dense(round_rows)
+    log("improve, array loop against one call:")
+    improve_rows = [
+        row for r, _ in round_sizes for row in bench_improve(r, 3 if args.quick else 7, log)
+    ]
 
     if rows:
         print_insertion(rows)
@@ -382,6 +424,15 @@ def main() -> None:
             f"{r['round']:>9} {r['backend']:>7} {r['improve']!s:>7} {r['dense_ms']:>9.1f} "
             f"{r['certified_ms']:>9.1f} {r['speedup']:>7.2f}x {r['assigned']:>11} "
             f"{r['plan_cost_ratio']:>9.4f} {r['assignment_cost_ratio']:>11.4f}"
+        )
+    print("\nimprove over every route of a fleet: array loop against one call, median ms")
+    print(
+        f"{'routes':>7} {'backend':>7} {'loop ms':>9} {'one call ms':>11} {'speed-up':>8} {'moves':>6}"
+    )
+    for r in improve_rows:
+        print(
+            f"{r['routes']:>7} {r['backend']:>7} {r['loop_ms']:>9.1f} {r['one_call_ms']:>11.2f}"
+            f" {r['speedup']:>7.1f}x {r['moves']:>6}"
         )
     if crossover:
         print("\ndispatch_round end to end: NumPy (CPU) against CuPy (GPU), median ms")
@@ -411,6 +462,7 @@ def main() -> None:
                     "round": round_rows,
                     "round_certified_vs_dense": versus,
                     "round_crossover": crossover,
+                    "improve": improve_rows,
                 },
                 indent=2,
             )

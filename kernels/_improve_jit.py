@@ -61,8 +61,22 @@ def _route_cost(  # pragma: no cover - compiled
 
 @njit(cache=True, inline="always", error_model="numpy")
 def _remove(  # pragma: no cover - compiled
-    n, key, owner, xy, ready, due, latest, service, load, o_xy, o_ready, o_due, o_latest,
-    o_service, o_load, o_owner,
+    n,
+    key,
+    owner,
+    xy,
+    ready,
+    due,
+    latest,
+    service,
+    load,
+    o_xy,
+    o_ready,
+    o_due,
+    o_latest,
+    o_service,
+    o_load,
+    o_owner,
 ):
     """Copy the route's first n stops without those of ``key`` into the ``o_`` arrays
     (padding after); returns how many stops are left."""
@@ -145,8 +159,21 @@ def _relocation(  # pragma: no cover - compiled
     back at its cheapest place, float32; -inf where no place is feasible. Leaves the route
     without the order in row k of ``red``, its context in ``ctx``, the order in ``mov`` and
     the place in ``out`` (pair mode ``Insertions`` fields, row k)."""
-    (start_xy, start_time, speed, capacity, load0, n_stops, insert_limit, stop_xy, stop_ready,
-     stop_due, stop_latest, stop_service, stop_load) = routes
+    (
+        start_xy,
+        start_time,
+        speed,
+        capacity,
+        load0,
+        n_stops,
+        insert_limit,
+        stop_xy,
+        stop_ready,
+        stop_due,
+        stop_latest,
+        stop_service,
+        stop_load,
+    ) = routes
     r_xy, r_ready, r_due, r_latest, r_service, r_load, r_owner, r_n, r_limit = red
     pxy, dxy, ready, p_latest, due, d_latest, d_ready, p_svc, d_svc, size, has_p = mov
     n = n_stops[r]
@@ -171,33 +198,101 @@ def _relocation(  # pragma: no cover - compiled
     d_svc[k] = stop_service[r, s]
     size[k] = -stop_load[r, s]
     m = _remove(
-        n, key, owner[r], stop_xy[r], stop_ready[r], stop_due[r], stop_latest[r],
-        stop_service[r], stop_load[r], r_xy[k], r_ready[k], r_due[k], r_latest[k],
-        r_service[k], r_load[k], r_owner[k],
+        n,
+        key,
+        owner[r],
+        stop_xy[r],
+        stop_ready[r],
+        stop_due[r],
+        stop_latest[r],
+        stop_service[r],
+        stop_load[r],
+        r_xy[k],
+        r_ready[k],
+        r_due[k],
+        r_latest[k],
+        r_service[k],
+        r_load[k],
+        r_owner[k],
     )
     r_n[k] = m
     r_limit[k] = insert_limit[r] - (n - m)
     reduced = _route_cost(
-        start_xy[r, 0], start_xy[r, 1], start_time[r], speed[r], m, r_xy[k], r_ready[k],
-        r_due[k], r_service[k], late_weight,
+        start_xy[r, 0],
+        start_xy[r, 1],
+        start_time[r],
+        speed[r],
+        m,
+        r_xy[k],
+        r_ready[k],
+        r_due[k],
+        r_service[k],
+        late_weight,
     )
     one = slice(r, r + 1)
     kk = slice(k, k + 1)
     node, depart, leg, arrival, wait, soft, hard, soft_min, hard_min, load_before = ctx
     wait[k, 0] = _F0
     _context_all(
-        start_xy[one], start_time[one], speed[one], load0[one], r_n[kk], r_xy[kk],
-        r_ready[kk], r_due[kk], r_latest[kk], r_service[kk], r_load[kk], node[kk],
-        depart[kk], leg[kk], arrival[kk], wait[kk], soft[kk], hard[kk], soft_min[kk],
-        hard_min[kk], load_before[kk],
+        start_xy[one],
+        start_time[one],
+        speed[one],
+        load0[one],
+        r_n[kk],
+        r_xy[kk],
+        r_ready[kk],
+        r_due[kk],
+        r_latest[kk],
+        r_service[kk],
+        r_load[kk],
+        node[kk],
+        depart[kk],
+        leg[kk],
+        arrival[kk],
+        wait[kk],
+        soft[kk],
+        hard[kk],
+        soft_min[kk],
+        hard_min[kk],
+        load_before[kk],
     )
     cost, travel, late, arr, best_i, best_j = out
     _price_serial(
-        node[kk], depart[kk], leg[kk], arrival[kk], wait[kk], soft[kk], hard[kk],
-        soft_min[kk], hard_min[kk], load_before[kk], speed[one], capacity[one], r_n[kk],
-        r_limit[kk], pxy[kk], dxy[kk], ready[kk], p_latest[kk], due[kk], d_latest[kk],
-        d_ready[kk], p_svc[kk], d_svc[kk], size[kk], has_p[kk], True, no_pairs, no_pairs,
-        late_weight, cost[kk], travel[kk], late[kk], arr[kk], best_i[kk], best_j[kk],
+        node[kk],
+        depart[kk],
+        leg[kk],
+        arrival[kk],
+        wait[kk],
+        soft[kk],
+        hard[kk],
+        soft_min[kk],
+        hard_min[kk],
+        load_before[kk],
+        speed[one],
+        capacity[one],
+        r_n[kk],
+        r_limit[kk],
+        pxy[kk],
+        dxy[kk],
+        ready[kk],
+        p_latest[kk],
+        due[kk],
+        d_latest[kk],
+        d_ready[kk],
+        p_svc[kk],
+        d_svc[kk],
+        size[kk],
+        has_p[kk],
+        True,
+        no_pairs,
+        no_pairs,
+        late_weight,
+        cost[kk],
+        travel[kk],
+        late[kk],
+        arr[kk],
+        best_i[kk],
+        best_j[kk],
     )
     gain = now - (reduced + cost[k])
     return gain if np.isfinite(gain) else -_INF
@@ -209,8 +304,21 @@ def _improve_all(  # pragma: no cover - compiled
     """Routes ``rows`` improved in place (their stop arrays and ``owner``); moves[k] the
     relocations applied to route rows[k]. Scratch tuples ``red``, ``ctx``, ``mov``, ``out``
     and ``new`` have one row per entry of rows (``improve_jit``)."""
-    (start_xy, start_time, speed, _, _, n_stops, _, stop_xy, stop_ready, stop_due, stop_latest,
-     stop_service, stop_load) = routes
+    (
+        start_xy,
+        start_time,
+        speed,
+        _,
+        _,
+        n_stops,
+        _,
+        stop_xy,
+        stop_ready,
+        stop_due,
+        stop_latest,
+        stop_service,
+        stop_load,
+    ) = routes
     n_xy, n_ready, n_due, n_latest, n_service, n_load, n_owner = new
     best_i, best_j = out[4], out[5]
     half_tol = tol / np.float32(2.0)
@@ -220,8 +328,16 @@ def _improve_all(  # pragma: no cover - compiled
         n = n_stops[r]
         for _ in range(max_passes):
             now = _route_cost(
-                start_xy[r, 0], start_xy[r, 1], start_time[r], speed[r], n, stop_xy[r],
-                stop_ready[r], stop_due[r], stop_service[r], late_weight,
+                start_xy[r, 0],
+                start_xy[r, 1],
+                start_time[r],
+                speed[r],
+                n,
+                stop_xy[r],
+                stop_ready[r],
+                stop_due[r],
+                stop_service[r],
+                late_weight,
             )
             best = -_INF
             best_slot = -1
@@ -243,13 +359,32 @@ def _improve_all(  # pragma: no cover - compiled
                 break
             key = owner[r, best_slot]
             _relocation(
-                r, k, best_slot, key, now, routes, owner, late_weight, red, ctx, mov, out,
+                r,
+                k,
+                best_slot,
+                key,
+                now,
+                routes,
+                owner,
+                late_weight,
+                red,
+                ctx,
+                mov,
+                out,
                 no_pairs,
             )
             _insert(red[7][k], at_i, at_j, key, red, mov, k, new)
             after = _route_cost(
-                start_xy[r, 0], start_xy[r, 1], start_time[r], speed[r], n, n_xy[k],
-                n_ready[k], n_due[k], n_service[k], late_weight,
+                start_xy[r, 0],
+                start_xy[r, 1],
+                start_time[r],
+                speed[r],
+                n,
+                n_xy[k],
+                n_ready[k],
+                n_due[k],
+                n_service[k],
+                late_weight,
             )
             if not after < now - half_tol:
                 break
@@ -289,26 +424,56 @@ def improve_jit(
         return np.zeros((n_rows, *shape), dtype)
 
     red = (
-        rows_of(n_slots, 2), rows_of(n_slots), rows_of(n_slots), rows_of(n_slots),
-        rows_of(n_slots), rows_of(n_slots), rows_of(n_slots, dtype=np.int32),
-        rows_of(dtype=np.int32), rows_of(dtype=np.int32),
+        rows_of(n_slots, 2),
+        rows_of(n_slots),
+        rows_of(n_slots),
+        rows_of(n_slots),
+        rows_of(n_slots),
+        rows_of(n_slots),
+        rows_of(n_slots, dtype=np.int32),
+        rows_of(dtype=np.int32),
+        rows_of(dtype=np.int32),
     )
     ctx = (rows_of(n_slots + 2, 2), *(rows_of(n_slots + 1) for _ in range(9)))
     mov = (
-        rows_of(2), rows_of(2), *(rows_of() for _ in range(8)), rows_of(dtype=np.bool_),
+        rows_of(2),
+        rows_of(2),
+        *(rows_of() for _ in range(8)),
+        rows_of(dtype=np.bool_),
     )
     out = (*(rows_of() for _ in range(4)), rows_of(dtype=np.int32), rows_of(dtype=np.int32))
-    new = (*(rows_of(n_slots, 2),), *(rows_of(n_slots) for _ in range(5)),
-           rows_of(n_slots, dtype=np.int32))
+    new = (
+        *(rows_of(n_slots, 2),),
+        *(rows_of(n_slots) for _ in range(5)),
+        rows_of(n_slots, dtype=np.int32),
+    )
     c = _read_only
     arrays = (
-        c(routes.start_xy), c(routes.start_time), c(routes.speed), c(routes.capacity),
-        c(routes.load0), c(routes.n_stops), c(routes.insert_limit), *edited.values(),
+        c(routes.start_xy),
+        c(routes.start_time),
+        c(routes.speed),
+        c(routes.capacity),
+        c(routes.load0),
+        c(routes.n_stops),
+        c(routes.insert_limit),
+        *edited.values(),
     )
     moves = np.zeros(n_rows, np.int64)
     run = _improve_parallel if n_rows >= PARALLEL_MIN_ROUTES else _improve_serial
-    run(rows, arrays, new_owner, f(late_weight), max_passes, f(tol_s), red, ctx, mov, out,
-        new, moves)
+    run(
+        rows,
+        arrays,
+        new_owner,
+        f(late_weight),
+        max_passes,
+        f(tol_s),
+        red,
+        ctx,
+        mov,
+        out,
+        new,
+        moves,
+    )
     return replace(routes, **edited), new_owner, int(moves.sum())
 
 

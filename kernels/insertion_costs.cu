@@ -212,6 +212,60 @@ extern "C" __global__ void orml_insertion_costs(
 
 __host__ __device__ inline float orml_pos(float x) { return x > 0.0f ? x : 0.0f; }
 
+// One route's RouteContext (kernels/insertion_types.py): stop arrays of L slots in, context
+// rows of L+1 (node_xy L+2 nodes) out; cum_wait[0] arrives zeroed.
+__host__ __device__ inline void orml_context_row(
+    float start_x, float start_y, float start_time, float v, float load0, int n, int L,
+    const float* stop_xy, const float* stop_ready, const float* stop_due,
+    const float* stop_latest, const float* stop_service, const float* stop_load, float* nxy,
+    float* depart_prev, float* leg, float* arrival, float* cum_wait, float* soft, float* hard,
+    float* soft_min, float* hard_min, float* load_before) {
+    nxy[0] = start_x;
+    nxy[1] = start_y;
+    depart_prev[0] = start_time;
+    load_before[0] = load0;
+    float t = start_time;
+    float hx = start_x, hy = start_y;
+    for (int q = 0; q < L; ++q) {
+        const float sx = stop_xy[2 * q], sy = stop_xy[2 * q + 1];
+        nxy[2 * (q + 1)] = sx;
+        nxy[2 * (q + 1) + 1] = sy;
+        if (q < n) {
+            const float g = orml_travel(sx, sy, hx, hy, v);
+            const float a = t + g;
+            const float rd = stop_ready[q];
+            const float later = a > rd ? a : rd;
+            const float dep = later + stop_service[q];
+            arrival[q] = a;
+            depart_prev[q + 1] = dep;
+            leg[q] = g;
+            cum_wait[q + 1] = cum_wait[q] + (later - a);
+            soft[q] = cum_wait[q] + orml_pos(stop_due[q] - a);
+            hard[q] = cum_wait[q] + orml_pos(stop_latest[q] - a);
+            load_before[q + 1] = load_before[q] + stop_load[q];
+            t = dep;
+            hx = sx;
+            hy = sy;
+        } else {
+            arrival[q] = ORML_INF;
+            cum_wait[q + 1] = cum_wait[q];
+            soft[q] = ORML_INF;
+            hard[q] = ORML_INF;
+            load_before[q + 1] = load_before[q];
+        }
+    }
+    arrival[L] = ORML_INF;
+    soft[L] = ORML_INF;
+    hard[L] = ORML_INF;
+    soft_min[L] = ORML_INF;
+    hard_min[L] = ORML_INF;
+    for (int q = L - 1; q >= 0; --q) {
+        // Python's min(a, b): b only when b < a.
+        soft_min[q] = soft_min[q + 1] < soft[q] ? soft_min[q + 1] : soft[q];
+        hard_min[q] = hard_min[q + 1] < hard[q] ? hard_min[q + 1] : hard[q];
+    }
+}
+
 // RouteContext (kernels/insertion_types.py); every output arrives zeroed.
 extern "C" __global__ void orml_route_context(
     const float* start_xy, const float* start_time, const float* speed, const float* load0,
@@ -225,53 +279,12 @@ extern "C" __global__ void orml_route_context(
     const int L = n_slots;
     const long long w = (long long)r * (L + 1);  // row r of the [R, L+1] arrays
     const long long s = (long long)r * L;        // row r of the [R, L] stop arrays
-    float* nxy = node_xy + (long long)r * (L + 2) * 2;
-    const int n = n_stops[r];
-    const float v = speed[r];
-    nxy[0] = start_xy[2 * r];
-    nxy[1] = start_xy[2 * r + 1];
-    depart_prev[w] = start_time[r];
-    load_before[w] = load0[r];
-    float t = start_time[r];
-    float hx = start_xy[2 * r], hy = start_xy[2 * r + 1];
-    for (int q = 0; q < L; ++q) {
-        const float sx = stop_xy[2 * (s + q)], sy = stop_xy[2 * (s + q) + 1];
-        nxy[2 * (q + 1)] = sx;
-        nxy[2 * (q + 1) + 1] = sy;
-        if (q < n) {
-            const float g = orml_travel(sx, sy, hx, hy, v);
-            const float a = t + g;
-            const float rd = stop_ready[s + q];
-            const float later = a > rd ? a : rd;
-            const float dep = later + stop_service[s + q];
-            arrival[w + q] = a;
-            depart_prev[w + q + 1] = dep;
-            leg[w + q] = g;
-            cum_wait[w + q + 1] = cum_wait[w + q] + (later - a);
-            soft[w + q] = cum_wait[w + q] + orml_pos(stop_due[s + q] - a);
-            hard[w + q] = cum_wait[w + q] + orml_pos(stop_latest[s + q] - a);
-            load_before[w + q + 1] = load_before[w + q] + stop_load[s + q];
-            t = dep;
-            hx = sx;
-            hy = sy;
-        } else {
-            arrival[w + q] = ORML_INF;
-            cum_wait[w + q + 1] = cum_wait[w + q];
-            soft[w + q] = ORML_INF;
-            hard[w + q] = ORML_INF;
-            load_before[w + q + 1] = load_before[w + q];
-        }
-    }
-    arrival[w + L] = ORML_INF;
-    soft[w + L] = ORML_INF;
-    hard[w + L] = ORML_INF;
-    soft_min[w + L] = ORML_INF;
-    hard_min[w + L] = ORML_INF;
-    for (int q = L - 1; q >= 0; --q) {
-        // Python's min(a, b): b only when b < a.
-        soft_min[w + q] = soft_min[w + q + 1] < soft[w + q] ? soft_min[w + q + 1] : soft[w + q];
-        hard_min[w + q] = hard_min[w + q + 1] < hard[w + q] ? hard_min[w + q + 1] : hard[w + q];
-    }
+    orml_context_row(start_xy[2 * r], start_xy[2 * r + 1], start_time[r], speed[r], load0[r],
+                     n_stops[r], L, stop_xy + 2 * s, stop_ready + s, stop_due + s,
+                     stop_latest + s, stop_service + s, stop_load + s,
+                     node_xy + (long long)r * (L + 2) * 2, depart_prev + w, leg + w,
+                     arrival + w, cum_wait + w, soft + w, hard + w, soft_min + w, hard_min + w,
+                     load_before + w);
 }
 
 // schedule's loop (kernels/schedule.py::_walk): arrival and departure float[R, L] arrive NaN;

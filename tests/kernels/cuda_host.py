@@ -1,9 +1,11 @@
-"""Build and run ``insertion_host_harness.cu``: the CUDA kernel's source, run on the CPU."""
+"""Build and run the host harnesses (``insertion_host_harness.cu``, ``improve_host_harness.cu``):
+the CUDA kernels' source, run on the CPU."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -78,4 +80,83 @@ def run_harness(
         travel=read("travel", np.float32),
         lateness=read("lateness", np.float32),
         dropoff_arrival=read("dropoff_arrival", np.float32),
+    )
+
+
+IMPROVE_HARNESS = Path(__file__).with_name("improve_host_harness.cu")
+
+
+def build_improve_harness(out_dir: Path) -> Path:
+    """``improve_host_harness.cu``: ``improve.cu``'s route search, run on the CPU."""
+    exe = out_dir / "improve_host_harness"
+    subprocess.run(
+        [
+            nvcc() or "nvcc",
+            "-O2",
+            "--fmad=false",
+            "-I",
+            str(CUDA_SOURCE.parent),
+            "-o",
+            str(exe),
+            str(IMPROVE_HARNESS),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return exe
+
+
+def run_improve_harness(
+    exe: Path,
+    work: Path,
+    routes: RouteArrays,
+    owner: np.ndarray,
+    rows: np.ndarray,
+    late_weight: float,
+    max_passes: int = 2,
+    tol_s: float = 1e-2,
+) -> tuple[RouteArrays, np.ndarray, np.ndarray]:
+    """(routes, owner, moves per row) as the CUDA source computes them."""
+    work.mkdir(parents=True, exist_ok=True)
+    arrays = {name: getattr(routes, name) for name in routes.__dataclass_fields__}
+    arrays["owner"] = np.asarray(owner, np.int32)
+    arrays["rows"] = np.asarray(rows, np.int64)
+    for name, a in arrays.items():
+        np.ascontiguousarray(a).tofile(work / f"{name}.bin")
+    n_routes, n_slots = routes.shape
+    subprocess.run(
+        [
+            str(exe),
+            str(work),
+            str(n_routes),
+            str(n_slots),
+            str(len(rows)),
+            repr(float(late_weight)),
+            str(max_passes),
+            repr(float(tol_s)),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+    def read(name: str, like: np.ndarray) -> np.ndarray:
+        return np.fromfile(work / f"out_{name}.bin", dtype=like.dtype).reshape(like.shape)
+
+    edited = {
+        name: read(name, getattr(routes, name))
+        for name in (
+            "stop_xy",
+            "stop_ready",
+            "stop_due",
+            "stop_latest",
+            "stop_service",
+            "stop_load",
+        )
+    }
+    return (
+        replace(routes, **edited),
+        read("owner", arrays["owner"]),
+        read("moves", np.zeros(len(rows), np.int32)),
     )
