@@ -27,7 +27,7 @@ class Settings(BaseSettings):
         "auto", description="Array backend for the OR kernels (``BackendChoice``)."
     )
     gpu_min_pairs: int = Field(
-        5_000_000,
+        1_000_000,
         ge=0,
         description="With backend 'auto' on a working GPU, a round of fewer rider x order pairs "
         "than this runs on NumPy: a small round's GPU time is host work and launches "
