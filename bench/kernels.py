@@ -176,7 +176,7 @@ def bench_improve(n_riders: int, repeats: int, log) -> list[dict]:
         row: dict = {"routes": n_riders, "backend": backend}
         for method in ("loop", fast):
 
-            def run(method: str = method) -> int:
+            def run(method=method, routes=routes, owner=owner, backend=backend) -> int:
                 moves = improve(routes, owner, late_weight=LATE_WEIGHT, method=method)[2]
                 if backend == "cupy":
                     import cupy
@@ -426,9 +426,8 @@ def main() -> None:
             f"{r['plan_cost_ratio']:>9.4f} {r['assignment_cost_ratio']:>11.4f}"
         )
     print("\nimprove over every route of a fleet: array loop against one call, median ms")
-    print(
-        f"{'routes':>7} {'backend':>7} {'loop ms':>9} {'one call ms':>11} {'speed-up':>8} {'moves':>6}"
-    )
+    head = ("routes", "backend", "loop ms", "one call ms", "speed-up", "moves")
+    print(" ".join(f"{h:>{w}}" for h, w in zip(head, (7, 7, 9, 11, 8, 6), strict=True)))
     for r in improve_rows:
         print(
             f"{r['routes']:>7} {r['backend']:>7} {r['loop_ms']:>9.1f} {r['one_call_ms']:>11.2f}"

@@ -21,8 +21,9 @@ def nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
-def build_harness(out_dir: Path) -> Path:
-    exe = out_dir / "insertion_host_harness"
+def _build(source: Path, out_dir: Path) -> Path:
+    """A host harness built with the kernels' rounding (no fused multiply-add)."""
+    exe = out_dir / source.stem
     subprocess.run(
         [
             nvcc() or "nvcc",
@@ -32,13 +33,17 @@ def build_harness(out_dir: Path) -> Path:
             str(CUDA_SOURCE.parent),
             "-o",
             str(exe),
-            str(HARNESS),
+            str(source),
         ],
         check=True,
         capture_output=True,
         text=True,
     )
     return exe
+
+
+def build_harness(out_dir: Path) -> Path:
+    return _build(HARNESS, out_dir)
 
 
 def run_harness(
@@ -88,23 +93,7 @@ IMPROVE_HARNESS = Path(__file__).with_name("improve_host_harness.cu")
 
 def build_improve_harness(out_dir: Path) -> Path:
     """``improve_host_harness.cu``: ``improve.cu``'s route search, run on the CPU."""
-    exe = out_dir / "improve_host_harness"
-    subprocess.run(
-        [
-            nvcc() or "nvcc",
-            "-O2",
-            "--fmad=false",
-            "-I",
-            str(CUDA_SOURCE.parent),
-            "-o",
-            str(exe),
-            str(IMPROVE_HARNESS),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return exe
+    return _build(IMPROVE_HARNESS, out_dir)
 
 
 def run_improve_harness(
