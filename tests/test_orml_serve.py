@@ -147,13 +147,14 @@ def orml_tmp_dirs(serve_folders: bool = True) -> set[str]:
 
 @pytest.mark.parametrize(
     "moment",
-    ["0.5s", "4s", "ready", "ready-group"],
-    ids=["while-ray-starts", "while-serve-deploys", "first-instant-ready", "group-at-ready"],
+    ["0.5s", "4s", "ready-group"],
+    ids=["while-ray-starts", "while-serve-deploys", "group-at-ready"],
 )
 def test_a_signal_at_any_moment_stops_everything_within_seconds(tmp_path, moment):
-    """SIGTERM early in start-up, while Serve deploys, at the first instant /readyz answers
-    200, and to the whole process group (what systemd and Kubernetes send) at that instant
-    followed by many signals in a row (a forwarding parent):
+    """SIGTERM early in start-up, while Serve deploys, and at the first instant /readyz answers
+    200 to the whole process group (what systemd and Kubernetes send) followed by many signals
+    in a row (a forwarding parent); SIGTERM to the process alone once it serves is
+    ``test_sigterm_stops_everything_and_frees_every_port``:
     each time `orml serve` exits 0 within seconds, and leaves no HAProxy, no listener and no
     file of its own in /tmp behind."""
     names = ("port", "grpc-port", "dashboard-port", "metrics-port")

@@ -121,21 +121,26 @@ def test_a_per_deployment_target_reaches_that_deployment_s_autoscaler_only() -> 
     assert most == {"a": 1, "b": 2}
 
 
-def test_orml_simulate_s_ours_is_tuned_and_the_single_type_baseline_tried_tuned_too(
+def test_orml_simulate_tunes_ours_and_the_single_type_baseline_and_reports_every_policy(
     tmp_path: Path,
 ) -> None:
     from cli.main import main
 
     out = tmp_path / "sim.json"
     args = ["simulate", "--cities", "2", "--mdrp", str(ROOT / "data" / "mdrp"), "--json"]
-    args += [str(out), "--out", str(tmp_path), "--policies", "ours,best_single_type"]
+    args += [str(out), "--out", str(tmp_path)]
+    args += ["--policies", "ours,serve_default,ffd,best_single_type"]
     args += ["--set", "tuning.targets=[0.6, 0.35]", "--set", "tuning.planning_days=1"]
     args += ["--set", "city_size.scale=2"]  # small cities: the tuning, not the load, is checked
     assert main(args) == 0
     pols = json.loads(out.read_text())["policies"]
+    assert set(pols) >= {"ours", "serve_default", "ffd", "best_single_type"}
     assert pols["ours"]["note"].startswith("tuned on planning days")
     tuned = [n for n in pols if n.startswith("single_") and n.endswith("_tuned")]
     assert len(tuned) == 1  # the tuned single type, beside every type planned at Busy 0.6
     assert pols["best_single_type"]["note"] in {n for n in pols if n.startswith("single_")}
     for p in pols.values():
-        assert p["gpu_cost"] > 0 and 0.0 <= p["online_attainment"] <= 1.0
+        assert p["gpu_cost"] > 0 and p["gpu_hours"] > 0
+        assert 0.0 <= p["online_attainment"] <= 1.0
+    assert (tmp_path / "simulate.png").stat().st_size > 10_000
+    assert "SIMULATED" in (tmp_path / "simulate.md").read_text()
