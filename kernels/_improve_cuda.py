@@ -16,12 +16,11 @@ from typing import Any
 
 from kernels._insertion_costs_cuda import NVRTC_OPTIONS
 from kernels.arrays import RouteArrays
+from kernels.route_edit import STOP_ARRAYS
 
 IMPROVE_SOURCE = Path(__file__).with_name("improve.cu")
 KERNEL_NAME = "orml_improve"
 _BLOCK = 64
-#: The stop arrays a relocation rewrites (copied, then edited in place by the kernel).
-_EDITED = ("stop_xy", "stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load")
 
 
 def source() -> str:
@@ -84,7 +83,7 @@ def launch_values(
                 "insert_limit",
             )
         },
-        **{name: xp.array(getattr(routes, name), copy=True) for name in _EDITED},
+        **{name: xp.array(getattr(routes, name), copy=True) for name in STOP_ARRAYS},
         "owner": xp.array(owner, i32, copy=True),
         "late_weight": f32(late_weight),
         "max_passes": i32(max_passes),
@@ -128,5 +127,5 @@ def improve_cuda(
     if n_rows:
         args = tuple(values[name] for name in kernel_parameters())
         _kernel()(((n_rows + _BLOCK - 1) // _BLOCK,), (_BLOCK,), args)
-    edited = {name: values[name] for name in _EDITED}
+    edited = {name: values[name] for name in STOP_ARRAYS}
     return replace(routes, **edited), values["owner"], int(values["moves"].sum())

@@ -29,6 +29,7 @@ from numba import njit, prange
 from kernels._insertion_costs_jit import _context_all, _pos, _price_serial, _read_only, _travel
 from kernels._jit_builds import serial_and_parallel
 from kernels.arrays import RouteArrays
+from kernels.route_edit import STOP_ARRAYS
 
 _F0 = np.float32(0.0)
 _INF = np.float32(np.inf)
@@ -416,7 +417,7 @@ def improve_jit(
     """``improve`` for NumPy arrays (already checked), compiled: new (routes, owner, moves)."""
     rows = np.ascontiguousarray(rows, np.int64)
     n_rows, n_slots = rows.shape[0], routes.shape[1]
-    edited = {name: np.array(getattr(routes, name)) for name in _EDITED}
+    edited = {name: np.array(getattr(routes, name)) for name in STOP_ARRAYS}
     new_owner = np.array(owner, np.int32)
     f = np.float32
 
@@ -475,10 +476,6 @@ def improve_jit(
         moves,
     )
     return replace(routes, **edited), new_owner, int(moves.sum())
-
-
-#: The stop arrays a relocation rewrites (copied, then edited in place).
-_EDITED = ("stop_xy", "stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load")
 
 
 def warm_up() -> None:

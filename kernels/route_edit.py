@@ -13,6 +13,8 @@ from typing import Any
 from kernels.arrays import OrderArrays, RouteArrays
 
 _STOP_FIELDS = ("stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load")
+#: The per-stop arrays of ``RouteArrays``: what an edit of a route rewrites.
+STOP_ARRAYS = ("stop_xy", *_STOP_FIELDS)
 
 
 def _grow(routes: RouteArrays, owner: Any, n_slots: int) -> tuple[RouteArrays, Any]:
@@ -25,7 +27,7 @@ def _grow(routes: RouteArrays, owner: Any, n_slots: int) -> tuple[RouteArrays, A
     pad = RouteArrays.empty(routes.shape[0], extra, xp)
     grown = {
         name: xp.concatenate([getattr(routes, name), getattr(pad, name)], axis=1)
-        for name in ("stop_xy", *_STOP_FIELDS)
+        for name in STOP_ARRAYS
     }
     owner = xp.concatenate([owner, xp.full((owner.shape[0], extra), -1, owner.dtype)], axis=1)
     return replace(routes, **grown), owner
@@ -123,7 +125,7 @@ def remove_orders(routes: RouteArrays, owner: Any, keys: Any) -> tuple[RouteArra
     used = xp.arange(n_slots)[None, :] < n_stops[:, None]
     pad = RouteArrays.empty(1, n_slots, xp)
     out = {}
-    for name in ("stop_xy", *_STOP_FIELDS):
+    for name in STOP_ARRAYS:
         a = getattr(routes, name)[r, keep_order]
         mask = used[(...,) + (None,) * (a.ndim - 2)]
         out[name] = xp.where(mask, a, getattr(pad, name))

@@ -13,6 +13,7 @@ import numpy as np
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.insertion_costs import route_context
 from kernels.insertion_types import CUDA_SOURCE, Insertions
+from kernels.route_edit import STOP_ARRAYS
 
 HARNESS = Path(__file__).with_name("insertion_host_harness.cu")
 
@@ -133,17 +134,7 @@ def run_improve_harness(
     def read(name: str, like: np.ndarray) -> np.ndarray:
         return np.fromfile(work / f"out_{name}.bin", dtype=like.dtype).reshape(like.shape)
 
-    edited = {
-        name: read(name, getattr(routes, name))
-        for name in (
-            "stop_xy",
-            "stop_ready",
-            "stop_due",
-            "stop_latest",
-            "stop_service",
-            "stop_load",
-        )
-    }
+    edited = {name: read(name, getattr(routes, name)) for name in STOP_ARRAYS}
     return (
         replace(routes, **edited),
         read("owner", arrays["owner"]),

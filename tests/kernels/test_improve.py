@@ -13,16 +13,15 @@ from hypothesis import strategies as st
 from kernels._improve_cuda import KERNEL_NAME, kernel_parameters, launch_values, source
 from kernels.arrays import RouteArrays
 from kernels.improve import improve, route_cost
+from kernels.route_edit import STOP_ARRAYS
 from kernels.schedule import schedule
 from planner import generate_round, pack_round
 from tests.kernels.cuda_host import build_improve_harness, nvcc, run_improve_harness
 
-_STOPS = ("stop_xy", "stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load")
-
 
 def same_routes(a: RouteArrays, a_owner, b: RouteArrays, b_owner) -> bool:
     return all(
-        np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True) for name in _STOPS
+        np.array_equal(getattr(a, name), getattr(b, name), equal_nan=True) for name in STOP_ARRAYS
     ) and np.array_equal(a_owner, b_owner)
 
 
