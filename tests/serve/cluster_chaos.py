@@ -6,7 +6,8 @@ Head (controller, proxy, ingress) plus two worker nodes, each with one slot for 
 replica and one for an Etr replica, so each worker holds exactly one replica of each. Under
 steady HTTP load, one worker node is removed (its raylet and every process on it die); later a
 fresh worker joins and Serve brings both deployments back to two replicas on it. Writes
-{"requests", "failed", "requests_after_removal", "recovered_on_new_node"} to RESULT.json.
+{"requests", "failed", "requests_after_removal", "declared_dead_after_s",
+"recovered_on_new_node", ...} to RESULT.json.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ SLOTS = {"or_slot": 1, "etr_slot": 1}
 # the scheduler may put the only Ingress replica on the worker that is removed, and the request
 # it holds then fails at the proxy; that is the loss of the entry point, not what this tests.
 HEAD_SLOTS = {"head_slot": 2}
+
+
+def node_alive(node_id: str) -> bool:
+    """Whether the cluster still lists the node as alive."""
+    import ray
+
+    return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
 
 
 def main(result_path: Path) -> None:
@@ -71,14 +79,17 @@ def main(result_path: Path) -> None:
     url = f"http://127.0.0.1:{port}"
 
     # Half the replicas gone under the same offered load: the one left may shed a request
-    # (503 + Retry-After) until the new node's replicas run; the client retries it once, as a
-    # well-behaved one does, and nothing may be lost.
-    load = drill.SteadyLoad(url, rate=6.0, shed_retries=1).start()
+    # (503 + Retry-After) until the new node's replicas run; the client follows Retry-After up
+    # to three times, as a well-behaved one does, and nothing may be lost.
+    load = drill.SteadyLoad(url, rate=6.0, shed_retries=3).start()
     time.sleep(2.0)
     removed_at = time.time()
     cluster.remove_node(workers[0])
+    # How long the cluster took to say so: calls in flight on the lost node wait that long
+    # before they fail over (set to ~1.5 s above; a host starved of CPU takes far longer).
+    dead_at = drill.wait_for(lambda: not node_alive(workers[0].node_id), 60, poll_s=0.2)
     # One replica of each is left; the app must keep answering on it.
-    time.sleep(6.0)
+    time.sleep(max(0.0, removed_at + 6.0 - time.time()))
     cluster.add_node(num_cpus=1, resources=SLOTS)
     recovered = drill.wait_for(
         lambda: all(drill.running_replicas("orml", d) >= 2 for d in ("OrSolver", "Etr")), 120
@@ -91,6 +102,8 @@ def main(result_path: Path) -> None:
         "failed": sum(s.status != 200 for s in samples),
         "failed_statuses": sorted({s.status for s in samples if s.status != 200}),
         "requests_after_removal": sum(s.start > removed_at for s in samples),
+        "declared_dead_after_s": None if dead_at is None else round(dead_at - removed_at, 2),
+        "deadline_s": args.admission.default_timeout_s,
         # Did the host carry the load before the fault? Requests sent up to 1 s before the
         # removal, and how many of them were answered 200 before it.
         "baseline_sent": len(before := [s for s in samples if s.start < removed_at - 1.0]),
