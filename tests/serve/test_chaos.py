@@ -26,9 +26,12 @@ pytestmark = pytest.mark.serve
 
 APP = "chaos"
 REPLICAS = 2
-# The node-loss drill sets Ray's node health check to declare a lost node dead in ~1.5 s; a
-# host starved of CPU takes longer, and past this the calls held there cannot all be served.
+# The node-loss drill sets Ray's node health check to declare a lost node dead in ~1.5 s, and
+# the idle 2-core box has both replicas back on the new node ~10 s after the removal. A host
+# starved of CPU takes longer for either, and then the calls held on the lost node, or queued
+# on the one replica left, cannot all be served before their deadline.
 SLOW_DETECTION_S = 4.0
+SLOW_RECOVERY_S = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -138,11 +141,15 @@ def test_removing_a_node_while_it_serves_loses_nothing(tmp_path):
     assert result["requests_after_removal"] > 10, said
     assert result["recovered_on_new_node"], said
     detected_s = result["declared_dead_after_s"]
-    if detected_s is not None and detected_s <= SLOW_DETECTION_S:
+    if (
+        detected_s is not None
+        and detected_s <= SLOW_DETECTION_S
+        and result["recovered_after_s"] <= SLOW_RECOVERY_S
+    ):
         assert result["failed"] == 0, said
     else:
-        # Calls in flight on the lost node waited for the cluster to notice: past their
-        # deadline they are answered 504 and hold their admission slots, so requests behind
-        # them are shed with 503 + Retry-After. Answered in time and clearly, never a 500 or
+        # Calls waited for the cluster to notice the loss or for the one replica left: past
+        # their deadline they are answered 504 and hold their admission slots, so requests
+        # behind them are shed with 503 + Retry-After. Answered in time and clearly, never a 500 or
         # a dropped connection (docs/operations.md, node loss).
         assert set(result["failed_statuses"]) <= {503, 504}, said
