@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from domain import DispatchWeights
-from planner.mdrp import MdrpInstanceError, ReplayPolicy, evaluate, load_instance, replay
+from planner.mdrp import MdrpInstanceError, Replay, ReplayPolicy, evaluate, load_instance, replay
 from planner.mdrp.plan_choice import Rollouts, plan_variants
 from planner.mdrp.solution import FILES, write_solution
 from tests.mdrp_days import DAY, morning
@@ -159,9 +159,15 @@ def test_each_violation_is_caught(tiny: Path, tmp_path: Path, name, old, new, me
 
 
 # ---- replay ---------------------------------------------------------------------------------
-def test_a_replayed_day_passes_the_independent_evaluator(tmp_path: Path):
+@pytest.fixture(scope="module")
+def replayed_day() -> Replay:
+    """The real day replayed under the default policy (two tests read it)."""
+    return replay(load_instance(DAY))
+
+
+def test_a_replayed_day_passes_the_independent_evaluator(replayed_day: Replay, tmp_path: Path):
     inst = load_instance(DAY)
-    day = replay(inst)
+    day = replayed_day
     paths = write_solution(inst, day, tmp_path / "sol")
     assert [p.name for p in paths] == list(FILES)
     ev = evaluate(DAY, tmp_path / "sol")
@@ -277,11 +283,9 @@ def test_a_round_whose_variants_agree_is_not_priced(tiny: Path):
     assert rolled.bundles == plain.bundles
 
 
-def test_a_copy_of_the_day_replays_the_same(tmp_path: Path):
+def test_a_copy_of_the_day_replays_the_same(replayed_day: Replay, tmp_path: Path):
     shutil.copytree(DAY, tmp_path / "copy")
-    a = replay(load_instance(DAY))
-    b = replay(load_instance(tmp_path / "copy"))
-    assert a.bundles == b.bundles
+    assert replay(load_instance(tmp_path / "copy")).bundles == replayed_day.bundles
 
 
 def test_a_prepositioning_move_is_a_feasible_move(tiny: Path, tmp_path: Path):
