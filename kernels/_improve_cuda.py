@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernels._insertion_costs_cuda import NVRTC_OPTIONS
-from kernels.arrays import RouteArrays
-from kernels.route_edit import STOP_ARRAYS
+from kernels.arrays import STOP_ARRAYS, RouteArrays
 
 IMPROVE_SOURCE = Path(__file__).with_name("improve.cu")
 KERNEL_NAME = "orml_improve"

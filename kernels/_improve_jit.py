@@ -28,8 +28,7 @@ from numba import njit, prange
 
 from kernels._insertion_costs_jit import _context_all, _pos, _price_serial, _read_only, _travel
 from kernels._jit_builds import serial_and_parallel
-from kernels.arrays import RouteArrays
-from kernels.route_edit import STOP_ARRAYS
+from kernels.arrays import STOP_ARRAYS, RouteArrays
 
 _F0 = np.float32(0.0)
 _INF = np.float32(np.inf)

@@ -63,6 +63,11 @@ def checked_pair(routes: RouteArrays, orders: OrderArrays) -> ModuleType:
     return xp
 
 
+#: The per-stop arrays of ``RouteArrays`` (``stop_xy`` first, then one value per stop): what
+#: an edit of a route rewrites.
+STOP_ARRAYS = ("stop_xy", "stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load")
+
+
 @dataclass(frozen=True)
 class RouteArrays(_ArrayBatch):
     """R routes, padded to L stop slots.
@@ -113,7 +118,7 @@ class RouteArrays(_ArrayBatch):
         _want("n_stops", self.n_stops, _I32, (r,))
         _want("insert_limit", self.insert_limit, _I32, (r,))
         _want("stop_xy", self.stop_xy, _F32, (r, l_, 2))
-        for name in ("stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load"):
+        for name in STOP_ARRAYS[1:]:
             _want(name, getattr(self, name), _F32, (r, l_))
         _ = self.xp  # mixed devices raise
         return self

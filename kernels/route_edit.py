@@ -10,11 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from kernels.arrays import OrderArrays, RouteArrays
-
-_STOP_FIELDS = ("stop_ready", "stop_due", "stop_latest", "stop_service", "stop_load")
-#: The per-stop arrays of ``RouteArrays``: what an edit of a route rewrites.
-STOP_ARRAYS = ("stop_xy", *_STOP_FIELDS)
+from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays
 
 
 def _grow(routes: RouteArrays, owner: Any, n_slots: int) -> tuple[RouteArrays, Any]:

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kernels.arrays import OrderArrays, RouteArrays
+from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays
 from kernels.insertion_costs import route_context
 from kernels.insertion_types import CUDA_SOURCE, Insertions
-from kernels.route_edit import STOP_ARRAYS
 
 HARNESS = Path(__file__).with_name("insertion_host_harness.cu")
 

@@ -11,9 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernels._improve_cuda import KERNEL_NAME, kernel_parameters, launch_values, source
-from kernels.arrays import RouteArrays
+from kernels.arrays import STOP_ARRAYS, RouteArrays
 from kernels.improve import improve, route_cost
-from kernels.route_edit import STOP_ARRAYS
 from kernels.schedule import schedule
 from planner import generate_round, pack_round
 from tests.kernels.cuda_host import build_improve_harness, nvcc, run_improve_harness

@@ -166,8 +166,7 @@ def replayed_day() -> Replay:
 
 
 def test_a_replayed_day_passes_the_independent_evaluator(replayed_day: Replay, tmp_path: Path):
-    inst = load_instance(DAY)
-    day = replayed_day
+    inst, day = load_instance(DAY), replayed_day
     paths = write_solution(inst, day, tmp_path / "sol")
     assert [p.name for p in paths] == list(FILES)
     ev = evaluate(DAY, tmp_path / "sol")
