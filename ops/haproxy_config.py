@@ -97,6 +97,18 @@ REQUEST_S = 10
 KEEP_ALIVE_S = 10
 CLIENT_IDLE_S = 120
 CONNECTIONS_PER_SOURCE = 1024
+#: Failures after which HAProxy sends a request again, on another connection, added to what
+#: Serve's config asks for (``RAY_SERVE_HAPROXY_RETRY_ON``, by default connection failures
+#: only). Serve's backends send even a client's first request over an idle server connection
+#: they keep (``http-reuse always``). When the server closes that connection just as a
+#: request goes out on it (its keep-alive ran out, its replica is stopping), nothing comes
+#: back, and HAProxy then closes the client's connection without an answer, as it would for
+#: a stale keep-alive connection of the client's own: the client sees its new connection
+#: closed under its request (Python's ``RemoteDisconnected``). With ``empty-response`` HAProxy
+#: sends the request again instead. Every route of the app computes an answer from its request
+#: alone, so one sent twice is answered the same; a request HAProxy has not held whole (a body
+#: over the buffer, ``BUFFER_BYTES`` on the lanes) cannot be sent again.
+RETRY_ON = ("conn-failure", "empty-response")
 
 
 def rewrite(
@@ -140,6 +152,7 @@ def _connection_budget(config: str) -> str:
             return text[: got.start()] + line + text[got.end() :]
         return re.sub(r"(?m)^defaults\s*$", f"defaults\n{line}", text, count=1)
 
+    config = _retry_on(config)
     config = timeout(config, "client", CLIENT_IDLE_S)
     config = timeout(config, "http-keep-alive", KEEP_ALIVE_S)
     config = timeout(config, "http-request", REQUEST_S)
@@ -168,6 +181,20 @@ def _connection_budget(config: str) -> str:
             if section == "frontend http_frontend":
                 out.append(hygiene)
     return "".join(out)
+
+
+def _retry_on(config: str) -> str:
+    """The defaults' ``retry-on`` with ``RETRY_ON``'s failures added (one is written where
+    the config has none)."""
+    got = re.search(r"(?m)^(\s*)retry-on\s+([^#\n]*?)\s*$", config)
+    if got is None:
+        return re.sub(
+            r"(?m)^defaults\s*$", f"defaults\n    retry-on {' '.join(RETRY_ON)}", config, count=1
+        )
+    words = got.group(2).split()
+    if "all-retryable-errors" not in words:
+        words += [w for w in RETRY_ON if w not in words]
+    return config[: got.start()] + f"{got.group(1)}retry-on {' '.join(words)}" + config[got.end() :]
 
 
 def proxy_threads(cores: int) -> int:

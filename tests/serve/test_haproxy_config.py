@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -180,6 +181,46 @@ class SlowReplica(BaseHTTPRequestHandler):
         pass
 
 
+def _on_free_ports(config: str, replica_port: int) -> tuple[str, int]:
+    """``config`` with its one replica at ``replica_port`` and its binds on free ports;
+    (the config, the HTTP frontend's port)."""
+    from ops.ports import free_ports
+
+    front, *others = free_ports(4)
+    for old, new in (
+        ("127.0.0.1:23264", f"127.0.0.1:{replica_port}"),
+        ("127.0.0.1:48951", f"127.0.0.1:{front}"),
+        *zip(
+            ("*:23365", "127.0.0.1:48921", "*:23364"),
+            [f"127.0.0.1:{p}" for p in others],
+            strict=True,
+        ),
+    ):
+        assert old in config
+        config = config.replace(old, new)
+    return config, front
+
+
+@contextlib.contextmanager
+def _proxy(config: str, tmp_path: Path, front: int) -> Iterator[None]:
+    """The real HAProxy on ``config``, taking connections on ``front``."""
+    from ray.serve._private.haproxy import get_haproxy_binary
+
+    path = tmp_path / "haproxy.cfg"
+    path.write_text(config)
+    proxy = subprocess.Popen([get_haproxy_binary(), "-f", str(path)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", front)):
+                break
+            time.sleep(0.05)
+        yield
+    finally:
+        proxy.terminate()
+        proxy.wait(timeout=10)
+
+
 def _post(port: int, body: bytes, expect: bool) -> tuple[list[bytes], float]:
     """POST ``body`` to the proxy; (the status lines answered, in order; seconds to the
     first). With ``expect`` the body follows only a 100 Continue."""
@@ -214,33 +255,10 @@ def test_a_client_that_asks_first_is_refused_before_its_body(config, tmp_path):
     client sending ``Expect: 100-continue`` while another request waits in the lane's queue
     is answered 503 at once, no 100 Continue, its body never sent; with the lane free it gets
     100 Continue and its answer; one without the header waits in the queue as before."""
-    from ray.serve._private.haproxy import get_haproxy_binary
-
-    from ops.ports import free_ports
-
     replica = ThreadingHTTPServer(("127.0.0.1", 0), SlowReplica)
     threading.Thread(target=replica.serve_forever, daemon=True).start()
-    front, *others = free_ports(4)
-    for old, new in (
-        ("127.0.0.1:23264", f"127.0.0.1:{replica.server_address[1]}"),
-        ("127.0.0.1:48951", f"127.0.0.1:{front}"),
-        *zip(
-            ("*:23365", "127.0.0.1:48921", "*:23364"),
-            [f"127.0.0.1:{p}" for p in others],
-            strict=True,
-        ),
-    ):
-        assert old in config
-        config = config.replace(old, new)
-    path = tmp_path / "haproxy.cfg"
-    path.write_text(rewrite(config, {"/v1/dispatch": 1}, queue_ms=3000))
-    proxy = subprocess.Popen([get_haproxy_binary(), "-f", str(path)], stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", front)):
-                break
-            time.sleep(0.05)
+    config, front = _on_free_ports(config, replica.server_address[1])
+    with _proxy(rewrite(config, {"/v1/dispatch": 1}, queue_ms=3000), tmp_path, front):
         body = b"x" * 150_000
         with ThreadPoolExecutor(2) as pool:
             running = pool.submit(_post, front, body, False)
@@ -254,9 +272,70 @@ def test_a_client_that_asks_first_is_refused_before_its_body(config, tmp_path):
                 assert waited.result()[0][0] == b"HTTP/1.1 200 OK"
         statuses, _ = _post(front, body, True)
         assert statuses[0] == b"HTTP/1.1 100 Continue" and statuses[1] == b"HTTP/1.1 200 OK"
+    replica.shutdown()
+
+
+class ClosesReusedConnections(BaseHTTPRequestHandler):
+    """A replica that answers the first request on a connection and closes the connection,
+    unanswered, when a second one arrives on it: what a server does whose keep-alive runs
+    out, or whose process stops, just as the proxy sends a request on an idle connection."""
+
+    protocol_version = "HTTP/1.1"
+    served = 0
+
+    def do_GET(self) -> None:  # HAProxy's health checks
+        self._answer()
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["content-length"]))
+        if self.served:
+            self.close_connection = True
+            return
+        self._answer()
+
+    def _answer(self) -> None:
+        self.served += 1
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("path", ["/v1/dispatch", "/v1/routes/solve"])
+def test_a_request_sent_on_a_server_connection_closing_under_it_is_sent_again(
+    config, tmp_path, path
+):
+    """Two clients, each on a new connection, one after the other: the proxy sends the
+    second request over the server connection the first one left idle, and the server closes
+    it unanswered. With Serve's config as written the second client's connection is closed
+    without an answer (``RemoteDisconnected`` in Python); rewritten, HAProxy sends the
+    request again on a new connection and the client gets its answer, on a lane
+    (/v1/dispatch) and on Serve's own backend (/v1/routes/solve, no lane here)."""
+    replica = ThreadingHTTPServer(("127.0.0.1", 0), ClosesReusedConnections)
+    threading.Thread(target=replica.serve_forever, daemon=True).start()
+    served, front = _on_free_ports(config, replica.server_address[1])
+
+    def second_of_two() -> bytes:
+        answers = []
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", front), timeout=10) as s:
+                s.sendall(
+                    f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode()
+                )
+                answers.append(s.recv(4096).split(b"\r\n", 1)[0])
+            time.sleep(0.3)  # the first one's server connection back in the proxy's pool
+        assert answers[0] == b"HTTP/1.1 200 OK"
+        return answers[1]
+
+    try:
+        with _proxy(served, tmp_path, front):
+            assert second_of_two() == b""  # closed, no answer: the cause
+        with _proxy(rewrite(served, {"/v1/dispatch": 12}), tmp_path, front):
+            assert second_of_two() == b"HTTP/1.1 200 OK"
     finally:
-        proxy.terminate()
-        proxy.wait(timeout=10)
         replica.shutdown()
 
 
