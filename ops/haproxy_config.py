@@ -107,7 +107,8 @@ CONNECTIONS_PER_SOURCE = 1024
 #: closed under its request (Python's ``RemoteDisconnected``). With ``empty-response`` HAProxy
 #: sends the request again instead. Every route of the app computes an answer from its request
 #: alone, so one sent twice is answered the same; a request HAProxy has not held whole (a body
-#: over the buffer, ``BUFFER_BYTES`` on the lanes) cannot be sent again.
+#: over the buffer, ``BUFFER_BYTES`` on the lanes) cannot be sent again, and one that itself
+#: brought its replica down goes to at most HAProxy's ``retries`` (3) others.
 RETRY_ON = ("conn-failure", "empty-response")
 
 
