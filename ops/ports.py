@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import socket
 from collections.abc import Mapping
+from pathlib import Path
 
 #: Ports per protocol for one local cluster's ingress replicas (see ``cluster_port_block``).
 DIRECT_INGRESS_BLOCK = 50
@@ -80,22 +81,60 @@ def _bindable(port: int) -> bool:
         return True
 
 
+#: The kernel's own range for ports nobody named (outgoing connections, binds to port 0).
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+#: Ports above the ephemeral range ``free_ports`` wants at least, else it takes the kernel's.
+MIN_ABOVE_EPHEMERAL = 1000
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     return free_ports(1)[0]
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct TCP ports free now: all held open until all are chosen, so the kernel
-    cannot hand the same one out twice (it may, to binds that close in between)."""
-    sockets = [socket.socket() for _ in range(n)]
+def free_ports(n: int, rng: random.Random | None = None) -> list[int]:
+    """``n`` distinct TCP ports free on 127.0.0.1 now, for a server started a moment later.
+
+    Chosen at random above the kernel's ephemeral range (where it has room), not from it: a
+    port the kernel hands out for the asking can be taken by any outgoing connection before
+    the server binds it (seen: `orml serve` refusing a metrics port a test had just found
+    free). All are held open until all are chosen, so none is given twice.
+    """
+    rng = rng or random.Random()
+    sockets: list[socket.socket] = []
     try:
-        for s in sockets:
+        above = _above_ephemeral()
+        candidates = rng.sample(range(*above), len(range(*above))) if above else []
+        for port in candidates:
+            if len(sockets) == n:
+                break
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                s.close()
+                continue
+            sockets.append(s)
+        while len(sockets) < n:  # no room above: the kernel's choice
+            s = socket.socket()
             s.bind(("127.0.0.1", 0))
+            sockets.append(s)
         return [int(s.getsockname()[1]) for s in sockets]
     finally:
         for s in sockets:
             s.close()
+
+
+def _above_ephemeral() -> tuple[int, int] | None:
+    """[low, high) of the ports above the kernel's ephemeral range, or None (unknown, or
+    fewer than ``MIN_ABOVE_EPHEMERAL`` of them)."""
+    try:
+        high = int(EPHEMERAL_RANGE_FILE.read_text().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    if 65535 - high < MIN_ABOVE_EPHEMERAL:
+        return None
+    return high + 1, 65536
 
 
 def check_ports_free(ports: Mapping[str, int], host: str = "0.0.0.0") -> None:

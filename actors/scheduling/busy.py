@@ -63,6 +63,8 @@ class BusyTracker:
         time since start, if younger), 0..1."""
         window = self.window_s if window_s is None else min(window_s, self.window_s)
         with self._lock:
+            if not self._active and not self._periods:
+                return 0.0  # idle the whole window: what a simulated fleet asks most often
             now = self.clock()
             self._prune(now)
             start = max(now - window, self._born)
