@@ -17,9 +17,15 @@ from numba import njit
 @njit(cache=True, nogil=True, inline="always")
 def augment_back(pred, row4col, col4row, j, start):  # pragma: no cover - compiled
     """Flip the matching along the shortest path found, from its free column ``j`` back to
-    the row ``start`` it grew from (``pred``: the row each column was reached from)."""
+    the row ``start`` it grew from (``pred``: the row each column was reached from; -2 - k
+    for a column reached by a jump from the sparse search's free pool at column k: the pool
+    takes it, and column k the path's row)."""
     while True:
         i = pred[j]
+        if i <= -2:
+            row4col[j] = -1
+            j = -2 - i
+            continue
         row4col[j] = i
         nxt = col4row[i]
         col4row[i] = j

@@ -166,15 +166,19 @@ def _cost_of(row_ptr, col, cost, n_cols, unassigned_cost, i, j):  # pragma: no c
 
 @njit(cache=True, nogil=True)
 def _work_arrays(n_all, n_rows, n_edges):  # pragma: no cover - compiled
-    """Scratch space of ``_augment``, reset by it after each search."""
+    """Scratch space of ``_augment`` (reset by it after each search) and the free pool's
+    state, as a cold solve starts it."""
+    heap = n_edges + n_rows + n_all + 1  # each pair, each own column, one jump to every column
     return (
         np.full(n_all, np.inf),  # dist
-        np.full(n_all, -1, np.int64),  # pred
+        np.full(n_all, -1, np.int64),  # pred (a jump from the free pool: -2 - the pool column)
         np.zeros(n_all, np.bool_),  # scanned
         np.empty(n_all, np.int64),  # touched
         np.empty(n_rows, np.int64),  # seen rows
-        np.empty(n_edges + n_rows + 1),  # heap keys
-        np.empty(n_edges + n_rows + 1, np.int64),  # heap tags
+        np.empty(heap),  # heap keys
+        np.empty(heap, np.int64),  # heap tags
+        np.array([0.0, np.inf]),  # the free pool: level, ends (see ``_augment``)
+        np.zeros(n_all, np.bool_),  # deficit columns (see ``_augment``)
     )
 
 
@@ -183,17 +187,36 @@ def _augment(
     todo, row_ptr, col, cost, n_cols, unassigned_cost, u, v, col4row, row4col, work
 ):  # pragma: no cover - compiled
     """Match every row of ``todo`` (free, with feasible duals) by a shortest augmenting path
-    each: a Dijkstra search over reduced costs that stops at the first free column; then the
-    duals are updated so that reduced costs stay >= 0 and the path's pairs are tight."""
-    dist, pred, scanned, touched, seen_rows, keys, tags = work
+    each: a Dijkstra search over reduced costs that stops at the first free column that may
+    end it; then the duals are updated so that reduced costs stay >= 0 and the path's pairs
+    are tight.
+
+    The work arrays carry the free pool (``_work_arrays``), updated: pool float64[2] (level,
+    ends): the free columns at v = level form the free pool, and ``ends`` searches may still
+    end in it (a cold solve: all of them, level 0); deficit bool[n_cols + N]: free columns
+    outside the pool (an earlier answer's
+    columns freed by ``resolve_from``, v <= level); a search may always end at one. With no
+    ends left in the pool, a search that reaches it at distance d goes on from it to every
+    column c at d + level - v[c], as if one of the pool's columns gave up its (phantom) row:
+    this is the shortest augmenting path of the square problem in which one phantom row per
+    pool column takes any column at cost 0, so the answer stays optimal; the pool's v all
+    drop by the same amount (``level`` with them), which keeps them equal, as free columns'
+    duals must be.
+    """
+    dist, pred, scanned, touched, seen_rows, keys, tags, pool, deficit = work
+    n_all = v.shape[0]
     for t in range(todo.shape[0]):
+        level = pool[0]
+        open_pool = pool[1] > 0  # the pool still ends searches
         start = todo[t]
         n_touched = 0
         n_heap = 0
         n_seen = 0
         i = start
         base = 0.0
-        free_best = np.inf  # the nearest free column touched so far
+        free_best = np.inf  # the nearest column touched so far that ends the search
+        reached = np.inf  # distance at which the search reached the pool (no ends left)
+        jumped = -1  # the pool column it went on from
         while True:
             h = base - u[i]
             for e in range(row_ptr[i], row_ptr[i + 1] + 1):
@@ -207,6 +230,9 @@ def _augment(
                     c = unassigned_cost
                 if scanned[j]:
                     continue
+                ends = row4col[j] < 0 and (open_pool or deficit[j])
+                if row4col[j] < 0 and not ends and reached < np.inf:
+                    continue  # in the pool, reached already
                 r = (c + h) - v[j]
                 if r < dist[j] and r < free_best:
                     if dist[j] == np.inf:
@@ -214,15 +240,36 @@ def _augment(
                         n_touched += 1
                     dist[j] = r
                     pred[j] = i
-                    free = row4col[j] < 0
-                    if free:
+                    if ends:
                         free_best = r
-                    n_heap = _push(keys, tags, n_heap, r, -1 - j if free else j)
+                    n_heap = _push(keys, tags, n_heap, r, -1 - j if ends else j)
             while True:  # the nearest column not yet scanned (stale heap entries skipped)
                 key, tag, n_heap = _pop(keys, tags, n_heap)
                 j = tag if tag >= 0 else -1 - tag
-                if not scanned[j] and key == dist[j]:
+                if scanned[j] or key != dist[j]:
+                    continue
+                if row4col[j] >= 0 or open_pool or deficit[j] or reached < np.inf:
+                    if row4col[j] < 0 and not (open_pool or deficit[j]):
+                        continue  # in the pool, reached already
                     break
+                # The pool, first reached: on to every other column through a phantom row.
+                reached = key
+                jumped = j
+                scanned[j] = True
+                for c in range(n_all):
+                    if scanned[c] or (row4col[c] < 0 and not deficit[c]):
+                        continue
+                    r = key + (level - v[c])
+                    if r < dist[c] and r < free_best:
+                        if dist[c] == np.inf:
+                            touched[n_touched] = c
+                            n_touched += 1
+                        dist[c] = r
+                        pred[c] = -2 - j
+                        ends = row4col[c] < 0
+                        if ends:
+                            free_best = r
+                        n_heap = _push(keys, tags, n_heap, r, -1 - c if ends else c)
             scanned[j] = True
             base = key
             if row4col[j] < 0:
@@ -236,9 +283,19 @@ def _augment(
             u[i] += base - dist[col4row[i]]
         for k in range(n_touched):
             c = touched[k]
-            if scanned[c]:
+            if scanned[c] and not (row4col[c] < 0 and not deficit[c] and c != j):
                 v[c] -= base - dist[c]
+        if deficit[j]:  # matched now, or the pool's (reached by a jump)
+            deficit[j] = False
+        elif open_pool:
+            pool[1] -= 1
         augment_back(pred, row4col, col4row, j, start)
+        if reached < np.inf:  # the whole pool was scanned at ``reached``: one level, exactly
+            pool[0] = level - (base - reached)
+            v[jumped] = pool[0]
+            for c in range(n_all):
+                if row4col[c] < 0 and not deficit[c]:
+                    v[c] = pool[0]
         for k in range(n_touched):
             c = touched[k]
             dist[c] = np.inf
@@ -321,6 +378,86 @@ def sparse_shortest_paths(row_ptr, col, cost, n_cols, unassigned_cost, v0):  # p
     return col4row, u, v, False
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def resolve_from(
+    row_ptr, col, cost, n_cols, unassigned_cost, u0, v0, col4row0, max_freed
+):  # pragma: no cover - compiled
+    """The optimum again, from an earlier optimum over fewer pairs (``certified_assign``'s
+    solves after the first).
+
+    row_ptr, col, cost, n_cols, unassigned_cost : as ``sparse_shortest_paths``, the pairs now.
+    u0 float64[N], v0 float64[n_cols + N], col4row0 int64[N] : the earlier answer (its duals
+    certify it: every free column at v = 0; a row's own column for "no rider").
+    max_freed : past this many rows to search again, a cold solve is cheaper: give up.
+    Returns (col4row, u, v, certified) as ``sparse_shortest_paths`` does; certified is False
+    (and nothing is solved) where the earlier answer does not certify itself or more than
+    ``max_freed`` rows would be searched again.
+
+    Every row keeps its match and its dual unless one of its pairs now breaks the duals
+    (reduced cost < 0) or its match is gone; those rows are set free, each with the column it
+    held, and searched again. A freed column keeps its v, below the free columns' 0, which a
+    free column may not: ``_augment`` then lets the searches end there first (see there).
+    Where few pairs break the duals that is a few searches instead of a cold solve's
+    hundreds; the answer is the cold solve's optimum (ties may pick another).
+    """
+    n_rows = row_ptr.shape[0] - 1
+    n_all = n_cols + n_rows
+    u = u0.copy()
+    v = v0.copy()
+    col4row = col4row0.copy()
+    row4col = np.full(n_all, -1, np.int64)
+    for i in range(n_rows):
+        j = col4row[i]
+        if j < 0 or row4col[j] >= 0:
+            return col4row, u, v, False
+        row4col[j] = i
+    for j in range(n_all):
+        if row4col[j] < 0 and v[j] != 0.0:
+            return col4row, u, v, False
+    freed = np.zeros(n_rows, np.bool_)
+    work = _work_arrays(n_all, n_rows, col.shape[0])
+    pool, deficit = work[7], work[8]  # deficits: the freed columns below v = 0
+    ends = 0.0  # freed columns at v = 0: searches that may end in the free pool
+    for i in range(n_rows):
+        j = col4row[i]
+        c = _cost_of(row_ptr, col, cost, n_cols, unassigned_cost, i, j)
+        if c != np.inf:
+            u[i] = c - v[j]  # tight on its match (the "no rider" price may have changed)
+        if c == np.inf or _breaks(row_ptr, col, cost, n_cols, unassigned_cost, u, v, i):
+            freed[i] = True
+            if v[j] == 0.0:
+                ends += 1.0
+            else:
+                deficit[j] = True
+            row4col[j] = -1
+            col4row[i] = -1
+    todo = np.nonzero(freed)[0]
+    if todo.shape[0] > max_freed:
+        return col4row, u, v, False
+    for i in todo:
+        u[i] = _least_reduced(row_ptr, col, cost, n_cols, unassigned_cost, v, i)
+    todo = todo[np.argsort(-u[todo], kind="mergesort")]
+    pool[1] = ends
+    _augment(todo, row_ptr, col, cost, n_cols, unassigned_cost, u, v, col4row, row4col, work)
+    if pool[0] != 0.0:  # the free columns back at v = 0 (reduced costs unchanged)
+        v -= pool[0]
+        u += pool[0]
+    # A kept row's reduced cost may be below 0 by the duals' rounding (``_breaks`` lets it
+    # be), which can lift a column's v that much past 0.
+    np.minimum(v, 0.0, v)
+    return col4row, u, v, True
+
+
+@njit(cache=True, nogil=True)
+def _breaks(row_ptr, col, cost, n_cols, unassigned_cost, u, v, i):  # pragma: no cover
+    """Whether some pair of row i (or its own column) has a negative reduced cost, beyond
+    the duals' own rounding."""
+    for e in range(row_ptr[i], row_ptr[i + 1]):
+        if cost[e] - u[i] - v[col[e]] < -1e-9 * (1.0 + abs(cost[e])):
+            return True
+    return unassigned_cost - u[i] - v[n_cols + i] < -1e-9 * (1.0 + unassigned_cost)
+
+
 @njit(cache=True, nogil=True)
 def _by_column(row_ptr, col, cost, n_cols):  # pragma: no cover - compiled
     """The pairs as CSC: (col_ptr int64[n_cols+1], row int64[E], cost float64[E])."""
@@ -381,3 +518,4 @@ def warm_up() -> None:
     row_ptr, col, cost = rows_by_cost(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(1), 1)
     sparse_shortest_paths(row_ptr, col, cost, 1, 1.0, np.zeros(0))
     sparse_shortest_paths(row_ptr, col, cost, 1, 1.0, np.zeros(2))
+    resolve_from(row_ptr, col, cost, 1, 1.0, np.zeros(1), np.zeros(2), np.ones(1, np.int64), 1)

@@ -40,7 +40,12 @@ from kernels import compiled
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
 from kernels.backend import array_module, backend_for_round, module_for, to_numpy
-from kernels.certified_assign import DeviceCosts, HostBounds, certified_assign
+from kernels.certified_assign import (
+    DEVICE_FIRST_PAIRS,
+    DeviceCosts,
+    HostBounds,
+    certified_assign,
+)
 from kernels.improve import improve
 from kernels.insertion_bounds import insertion_lower_bounds
 from kernels.insertion_costs import insertion_costs
@@ -297,7 +302,9 @@ def _dense_pick(
     if xp is not np and weights.candidate_riders is None and not reference:
         # Every price is on the device already: only the pairs that can win go to the host.
         costs = DeviceCosts(cost)
-        picked = certified_assign(costs, costs.price, checkpoint=checkpoint)
+        picked = certified_assign(
+            costs, costs.price, first=DEVICE_FIRST_PAIRS, checkpoint=checkpoint
+        )
         if picked is not None:
             return picked.rider_of
     elif checkpoint is not None:

@@ -119,6 +119,45 @@ def test_a_warm_start_from_any_duals_gives_the_optimum(seed, n_riders, n_orders)
     check(cost, warm=warm)
 
 
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    n_riders=st.integers(1, 12),
+    n_orders=st.integers(1, 12),
+    kept=st.floats(0.0, 1.0),
+    ties=st.booleans(),
+)
+def test_a_warm_start_from_the_answer_over_fewer_pairs_gives_the_optimum(
+    seed, n_riders, n_orders, kept, ties
+):
+    """The answer over some of the pairs, re-solved from its matching once the rest join (as
+    ``certified_assign`` adds pairs): the optimum over all, with certifying duals."""
+    cost = random_cost(seed, n_riders, n_orders, ties)
+    rider, order = np.nonzero(np.isfinite(cost))
+    some = np.random.default_rng(seed).random(rider.size) < kept
+    r, o = rider[some], order[some]
+    warm = sparse_assignment(r, o, cost[r, o], n_riders, n_orders)
+    check(cost, warm=warm)
+
+
+def test_a_warm_start_on_a_dispatch_rounds_solves():
+    """The three solves of a generated round's certified pass, each from the one before."""
+    from kernels.certified_assign import DeviceCosts, certified_assign
+    from kernels.insertion_costs import insertion_costs
+    from planner import generate_round, pack_round
+
+    packed = pack_round(generate_round(400, 150, seed=5))
+    cost = insertion_costs(packed.routes, packed.orders, late_weight=4.0).cost.astype(np.float64)
+    costs = DeviceCosts(cost)
+    got = certified_assign(costs, costs.price, first=4)
+    assert got is not None and got.solves >= 2
+    assert objective(cost, got.rider_of) == pytest.approx(scipy_objective(cost))
+    rider, order = np.nonzero(np.isfinite(cost))
+    for kept in (0.2, 0.5, 0.9):
+        some = np.random.default_rng(7).random(rider.size) < kept
+        r, o = rider[some], order[some]
+        check(cost, warm=sparse_assignment(r, o, cost[r, o], *cost.shape))
+
+
 def test_unassigned_price_beats_any_saving():
     cost = np.array([1.0, 2.0, 3.0])
     assert unassigned_price(cost, 3, 3) > cost.sum()
