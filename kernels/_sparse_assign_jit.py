@@ -194,14 +194,13 @@ def _augment(
     The work arrays carry the free pool (``_work_arrays``), updated: pool float64[2] (level,
     ends): the free columns at v = level form the free pool, and ``ends`` searches may still
     end in it (a cold solve: all of them, level 0); deficit bool[n_cols + N]: free columns
-    outside the pool (an earlier answer's
-    columns freed by ``resolve_from``, v <= level); a search may always end at one. With no
-    ends left in the pool, a search that reaches it at distance d goes on from it to every
-    column c at d + level - v[c], as if one of the pool's columns gave up its (phantom) row:
-    this is the shortest augmenting path of the square problem in which one phantom row per
-    pool column takes any column at cost 0, so the answer stays optimal; the pool's v all
-    drop by the same amount (``level`` with them), which keeps them equal, as free columns'
-    duals must be.
+    outside the pool (an earlier answer's columns freed by ``resolve_from``, v <= level); a
+    search may always end at one. With no ends left in the pool, a search that reaches it at
+    distance d goes on from it to every column c at d + level - v[c], as if one of the pool's
+    columns gave up its (phantom) row: this is the shortest augmenting path of the square
+    problem in which one phantom row per pool column takes any column at cost 0, so the
+    answer stays optimal; the pool's v all drop by the same amount (``level`` with them),
+    which keeps them equal, as free columns' duals must be.
     """
     dist, pred, scanned, touched, seen_rows, keys, tags, pool, deficit = work
     n_all = v.shape[0]
