@@ -86,7 +86,8 @@ def sparse_assignment(
     by_order = rows_by_cost(order, rider, cost, n_orders)  # each order's pairs cheapest first
     n_all = n_riders + n_orders
     v0 = np.zeros(0)
-    if warm is not None and warm.u.shape == (n_orders,) and warm.rider_of.shape == (n_orders,):
+    whole = warm is not None and warm.u.shape == warm.rider_of.shape == (n_orders,)
+    if whole and warm.column_duals.shape == (n_all,) and warm.rider_of.max(initial=-1) < n_riders:
         own = n_riders + np.arange(n_orders)
         matched = np.where(warm.rider_of >= 0, warm.rider_of, own).astype(np.int64)
         max_freed = max(RESOLVE_MIN_ROWS, int(RESOLVE_MAX_SHARE * n_orders))
