@@ -148,10 +148,12 @@ def test_the_day_is_the_same_under_a_seed_and_changes_with_it(tmp_path: Path) ->
     # One target on one planning day: the tuning's search is not what this checks.
     quick = Tuning(targets=[0.6], planning_days=1)
     scenario = load_scenario()
-    # Two small cities: determinism does not need the fleet's load.
+    # Two small cities: determinism does not need the fleet's load, nor Busy pushed every
+    # simulated second (most of a day's events are those pushes).
     size = scenario.city_size.model_copy(update={"scale": 2.0})
+    fleet = scenario.fleet.model_copy(update={"routing_stats_period_s": 5.0})
     small = scenario.model_copy(
-        update={"cities": 2, "failures": [], "tuning": quick, "city_size": size}
+        update={"cities": 2, "failures": [], "tuning": quick, "city_size": size, "fleet": fleet}
     )
     runs = [
         run_day(s, root, policies=("ours",), progress=lambda _: None)["policies"]["ours"]
