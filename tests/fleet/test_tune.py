@@ -132,6 +132,7 @@ def test_orml_simulate_tunes_ours_and_the_single_type_baseline_and_reports_every
     args += ["--policies", "ours,serve_default,ffd,best_single_type"]
     args += ["--set", "tuning.targets=[0.6, 0.35]", "--set", "tuning.planning_days=1"]
     args += ["--set", "city_size.scale=2"]  # small cities: the tuning, not the load, is checked
+    args += ["--set", "fleet.routing_stats_period_s=5"]  # nor Busy pushed every second
     assert main(args) == 0
     pols = json.loads(out.read_text())["policies"]
     assert set(pols) >= {"ours", "serve_default", "ffd", "best_single_type"}
