@@ -144,7 +144,8 @@ def rewrite(
 
 def _connection_budget(config: str) -> str:
     """The defaults' client timeouts cut to the budget above, ``timeout http-request`` added,
-    and a per-source connection limit on the HTTP and gRPC frontends."""
+    their retries widened (``RETRY_ON``), and a per-source connection limit on the HTTP and
+    gRPC frontends."""
 
     def timeout(text: str, name: str, seconds: int) -> str:
         line = f"    timeout {name} {seconds}s"
