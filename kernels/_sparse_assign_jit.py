@@ -414,8 +414,7 @@ def resolve_from(
         if row4col[j] < 0 and v[j] != 0.0:
             return col4row, u, v, False
     freed = np.zeros(n_rows, np.bool_)
-    work = _work_arrays(n_all, n_rows, col.shape[0])
-    pool, deficit = work[7], work[8]  # deficits: the freed columns below v = 0
+    deficit = np.zeros(n_all, np.bool_)  # the freed columns below v = 0
     ends = 0.0  # freed columns at v = 0: searches that may end in the free pool
     for i in range(n_rows):
         j = col4row[i]
@@ -433,6 +432,9 @@ def resolve_from(
     todo = np.nonzero(freed)[0]
     if todo.shape[0] > max_freed:
         return col4row, u, v, False
+    work = _work_arrays(n_all, n_rows, col.shape[0])  # only once a warm solve is certain
+    pool = work[7]
+    work[8][:] = deficit
     for i in todo:
         u[i] = _least_reduced(row_ptr, col, cost, n_cols, unassigned_cost, v, i)
     todo = todo[np.argsort(-u[todo], kind="mergesort")]

@@ -8,19 +8,10 @@ import socket
 from ops import ports
 
 
-def bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def test_ports_are_distinct_free_and_above_the_kernels_own_range():
     got = ports.free_ports(8)
     assert len(set(got)) == 8
-    assert all(bindable(p) for p in got)
+    assert all(ports._bindable(p) for p in got)
     above = ports._above_ephemeral()
     if above is not None:  # the kernel leaves room above its ephemeral range (Linux: 61000+)
         assert all(above[0] <= p < above[1] for p in got)
@@ -53,4 +44,4 @@ def test_without_room_above_the_kernel_chooses(monkeypatch, tmp_path):
     monkeypatch.setattr(ports, "EPHEMERAL_RANGE_FILE", tmp_path / "range")
     assert ports._above_ephemeral() is None
     got = ports.free_ports(3)
-    assert len(set(got)) == 3 and all(bindable(p) for p in got)
+    assert len(set(got)) == 3 and all(ports._bindable(p) for p in got)
