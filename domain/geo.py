@@ -14,6 +14,7 @@ roads in the first place.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,13 +73,13 @@ class LocalProjection:
         return np.stack([x, y], axis=-1)
 
     @classmethod
-    def around(cls, points: list[LatLng]) -> LocalProjection:
-        """The projection about the centroid of ``points`` (the origin if there are none);
-        longitudes averaged on the circle, so points either side of the 180th meridian
-        centre near it, not on the far side of the Earth."""
-        if not points:
+    def around(cls, lat: Sequence[float], lng: Sequence[float]) -> LocalProjection:
+        """The projection about the centroid of the points (``lat[k]``, ``lng[k]``), degrees
+        (the origin if there are none); longitudes averaged on the circle, so points either
+        side of the 180th meridian centre near it, not on the far side of the Earth."""
+        if not lat:
             return cls(LatLng(0.0, 0.0))
-        east = sum(math.cos(math.radians(p.lng)) for p in points)
-        north = sum(math.sin(math.radians(p.lng)) for p in points)
-        lng = math.degrees(math.atan2(north, east)) if (east or north) else 0.0
-        return cls(LatLng(sum(p.lat for p in points) / len(points), lng))
+        east = sum(math.cos(math.radians(x)) for x in lng)
+        north = sum(math.sin(math.radians(x)) for x in lng)
+        mean_lng = math.degrees(math.atan2(north, east)) if (east or north) else 0.0
+        return cls(LatLng(sum(lat) / len(lat), mean_lng))

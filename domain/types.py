@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from math import isfinite
@@ -123,8 +123,13 @@ class Route:
     def __len__(self) -> int:
         return len(self.stops)
 
+    def __iter__(self) -> Iterator[Stop]:
+        return iter(self.stops)
+
 
 MIN_SPEED_MPS = 0.1  # a courier slower than 10 cm/s is a data error, not a courier
+#: How far a rider's picked-up load may pass its capacity, box units (sums of sizes round).
+LOAD_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +194,7 @@ class Rider:
                     f"rider {self.id}: order {oid} must appear on the route as "
                     f"{[k.value for k in want]}, got {[k.value for k in kinds]}"
                 )
-        if self.onboard_load > self.capacity + 1e-9:
+        if self.onboard_load > self.capacity + LOAD_TOLERANCE:
             raise ValueError(
                 f"rider {self.id}: picked-up load {self.onboard_load} exceeds capacity "
                 f"{self.capacity}"

@@ -18,7 +18,7 @@ call to a solver replica, so the R x O candidate arrays never leave the solver's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from domain import (
     DispatchPlan,
     DispatchRound,
     DispatchWeights,
+    Order,
     Route,
     Stop,
     StopKind,
@@ -186,7 +187,12 @@ class Assigned:
 def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
     """Pack a round (host NumPy)."""
     packed = pack_round(round_)
-    return packed, RoundArrays(packed.routes, packed.orders, packed.owner)
+    return packed, arrays_of(packed)
+
+
+def arrays_of(packed: PackedRound) -> RoundArrays:
+    """The arrays of a packed round, as the OR stages take them."""
+    return RoundArrays(packed.routes, packed.orders, packed.owner)
 
 
 def price_candidates(arrays: RoundArrays, weights: DispatchWeights) -> Insertions:
@@ -477,10 +483,10 @@ def solve_round(
     )
 
 
-def etr_floor_seconds(round_: DispatchRound, minutes: np.ndarray) -> np.ndarray:
-    """float32[O]: created_at + ETR minutes, as seconds since the round's now."""
-    created = np.array([o.created_at for o in round_.orders], np.float64).reshape(-1)
-    return (created + 60.0 * np.asarray(minutes, np.float64) - round_.now).astype(np.float32)
+def etr_floor_seconds(orders: Sequence[Order], now: float, minutes: np.ndarray) -> np.ndarray:
+    """float32[O]: each order's created_at + its ETR minutes, as seconds since ``now``."""
+    created = np.array([o.created_at for o in orders], np.float64).reshape(-1)
+    return (created + 60.0 * np.asarray(minutes, np.float64) - now).astype(np.float32)
 
 
 def dispatch_round(
@@ -523,7 +529,7 @@ def dispatch_round(
                     raise ValueError(
                         f"etr_minutes has {len(etr_minutes)} values for {len(round_.orders)} orders"
                     )
-                floor = etr_floor_seconds(round_, etr_minutes)
+                floor = etr_floor_seconds(round_.orders, round_.now, etr_minutes)
         with times("solve_ms"):
             assigned = solve_round(
                 arrays.to(xp),
@@ -533,7 +539,7 @@ def dispatch_round(
                 dense=dense,
             )
         with times("unpack_ms"):
-            plan = build_plan(round_, packed, assigned, floor)
+            plan = build_plan(packed, assigned, round_.weights.late_weight, floor)
     timings = {"pack_ms": times.ms["pack_ms"], "solve_ms": times.ms["solve_ms"]}
     timings |= assigned.timings_ms
     timings |= {"unpack_ms": times.ms["unpack_ms"], "total_ms": times.ms["total_ms"]}
@@ -541,16 +547,17 @@ def dispatch_round(
 
 
 def build_plan(
-    round_: DispatchRound,
     packed: PackedRound,
     assigned: Assigned,
+    late_weight: float,
     etr_floor: np.ndarray | None = None,
 ) -> DispatchPlan:
-    """Turn the assignment stage's arrays back into domain types."""
+    """Turn the assignment stage's arrays back into domain types (``late_weight`` as the
+    round's ``DispatchWeights``; ``etr_floor`` float32[O] seconds since now, or None)."""
     changed_routes, owners, changed = assigned.routes, assigned.owner, assigned.changed
     rider_of, assigned_cost = assigned.rider_of, assigned.cost
-    w = round_.weights.late_weight
-    by_key = [*round_.orders, *packed.carried]
+    now, rider_ids, order_ids = packed.now, packed.rider_ids, packed.order_ids
+    new_ids = order_ids[: len(rider_of)]
     pickup_slots = changed_routes.stop_load > 0
     n_stops = changed_routes.n_stops.tolist()
     new_routes: dict[str, Route] = {}
@@ -560,41 +567,42 @@ def build_plan(
         keys, picks = owners[k].tolist(), pickup_slots[k].tolist()
         arrives = assigned.arrival[k].tolist()
         for q in range(n_stops[k]):
-            order = by_key[keys[q]]
+            order_id = order_ids[keys[q]]
             if picks[q]:
-                stops.append(Stop(order.id, StopKind.PICKUP))
+                stops.append(Stop(order_id, StopKind.PICKUP))
             else:
-                stops.append(Stop(order.id, StopKind.DROPOFF))
-                arrival[order.id] = round_.now + arrives[q]
-        new_routes[round_.riders[r].id] = Route(tuple(stops))
+                stops.append(Stop(order_id, StopKind.DROPOFF))
+                arrival[order_id] = now + arrives[q]
+        new_routes[rider_ids[r]] = Route(tuple(stops))
     travel, late = assigned.added_travel_s, assigned.added_lateness_s
+    riders_of = rider_of.tolist()
     assignments = tuple(
-        Assignment(o.id, round_.riders[int(rider_of[k])].id, float(assigned_cost[k]))
-        for k, o in enumerate(round_.orders)
-        if rider_of[k] >= 0
+        Assignment(oid, rider_ids[riders_of[k]], float(assigned_cost[k]))
+        for k, oid in enumerate(new_ids)
+        if riders_of[k] >= 0
     )
     unassigned = []
-    for k, o in enumerate(round_.orders):
-        if rider_of[k] >= 0:
+    for k, oid in enumerate(new_ids):
+        if riders_of[k] >= 0:
             continue
-        if not round_.riders:
+        if not rider_ids:
             reason = UnassignedReason.NO_RIDERS
         elif assigned.ever_feasible[k]:
             reason = UnassignedReason.RIDER_LIMIT
         else:
             reason = UnassignedReason.INFEASIBLE
-        unassigned.append(Unassigned(o.id, reason))
+        unassigned.append(Unassigned(oid, reason))
     return DispatchPlan(
         assignments=assignments,
         routes=new_routes,
         predicted_arrival=arrival,
-        cost=CostBreakdown(travel_s=travel, lateness_s=late, total=travel + w * late),
+        cost=CostBreakdown(travel_s=travel, lateness_s=late, total=travel + late_weight * late),
         unassigned=tuple(unassigned),
         backend=assigned.backend,
         solved_by=assigned.solved_by,
         etr_arrival=(
             {}
             if etr_floor is None
-            else {o.id: round_.now + float(etr_floor[k]) for k, o in enumerate(round_.orders)}
+            else {oid: now + float(etr_floor[k]) for k, oid in enumerate(new_ids)}
         ),
     )

@@ -16,8 +16,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from domain import DispatchRound, LatLng, LocalProjection, Order, Rider, Stop, StopKind
+from domain import DispatchRound, LatLng, LocalProjection, Order
 from kernels.arrays import OrderArrays, RouteArrays
+from planner.rider_columns import (
+    AVAILABLE,
+    CAPACITY,
+    DROPOFF_LAT,
+    DROPOFF_LNG,
+    DROPOFF_SERVICE,
+    LAT,
+    LNG,
+    PICKUP_LAT,
+    PICKUP_LNG,
+    PICKUP_SERVICE,
+    PROMISED,
+    READY,
+    SIZE,
+    SPEED,
+    RiderColumns,
+    rider_columns,
+)
 
 
 @dataclass(frozen=True)
@@ -26,25 +44,20 @@ class PackedRound:
 
     routes : RouteArrays of R riders (round order), L = longest route (at least 1 slot).
     orders : OrderArrays of the round's O new orders (round order).
-    route_stops : per rider, its stops in slot order.
-    owner : int32[R, L] order key of each stop: 0..O-1 the new orders, O + k the carried
-        order ``carried[k]``, -1 padding.
-    carried : the orders on the riders' routes, once each, in key order.
+    owner : int32[R, L] order key of each stop: 0..O-1 the new orders, O + k the k-th
+        distinct order met on the routes (riders in order, slots in order), -1 padding.
+    now : the round's clock, seconds (array times are seconds since it).
+    rider_ids : R rider ids, round order.
+    order_ids : the order id of each key: the O new orders, then the carried ones.
     """
 
     routes: RouteArrays
     orders: OrderArrays
     projection: LocalProjection
-    route_stops: list[tuple[Stop, ...]]
     owner: np.ndarray
-    carried: list[Order]
-
-
-def _positions(round_: DispatchRound) -> list[LatLng]:
-    pts = [r.position for r in round_.riders]
-    pts += [o.pickup for o in round_.orders]
-    pts += [o.dropoff for o in round_.orders]
-    return pts
+    now: float
+    rider_ids: list[str]
+    order_ids: list[str]
 
 
 def _xy(projection: LocalProjection, points: list[LatLng]) -> np.ndarray:
@@ -81,100 +94,86 @@ def pack_orders(
 
 
 def pack_riders(
-    riders: tuple[Rider, ...] | list[Rider],
+    riders: RiderColumns,
     projection: LocalProjection,
     now: float,
     max_lateness_s: float,
     min_slots: int = 1,
     first_key: int = 0,
-) -> tuple[RouteArrays, list[tuple[Stop, ...]], np.ndarray, list[Order]]:
+) -> tuple[RouteArrays, np.ndarray, list[str]]:
     """Riders' current routes as ``RouteArrays`` (L = max(longest route, min_slots)), with
-    each rider's stops, the stops' owner keys (int32[R, L]: ``first_key + k`` for the k-th
-    distinct order met, -1 padding) and those orders in key order."""
-    n_routes = len(riders)
-    route_stops = [r.route.stops for r in riders]
-    lengths = [len(stops) for stops in route_stops]
-    n_slots = max([*lengths, min_slots])
+    the stops' owner keys (int32[R, L]: ``first_key + k`` for the k-th distinct order met,
+    -1 padding) and those orders' ids in key order. Raises ValueError when a stop names an
+    order no rider carries."""
+    n_routes = len(riders.ids)
+    lengths = riders.route_len
+    n_slots = max(int(lengths.max(initial=0)), min_slots)
     routes = RouteArrays.empty(n_routes, n_slots)
     f = np.float32
-    # One row of plain floats per rider and per carried order, turned into arrays at once; a
-    # stop is only its order's key and its kind: a 5000-rider round has ~30,000 stops, and a
-    # row of floats per stop was most of the packing.
-    head = np.array(
-        [
-            (
-                r.position.lat,
-                r.position.lng,
-                r.speed_mps,
-                r.capacity,
-                r.onboard_load if r.picked_up else 0.0,
-                now if r.available_at is None or r.available_at < now else r.available_at,
-            )
-            for r in riders
-        ],
-        np.float64,
-    ).reshape(n_routes, 6)
-    routes.start_xy[:] = projection.to_xy(head[:, 0], head[:, 1])
-    routes.start_time[:] = head[:, 5] - now
-    routes.speed[:] = head[:, 2]
-    routes.capacity[:] = head[:, 3]
-    routes.load0[:] = head[:, 4]
+    head = riders.head
+    available = head[:, AVAILABLE]
+    starts = np.where(np.isnan(available) | (available < now), now, available)
+    routes.start_xy[:] = projection.to_xy(head[:, LAT], head[:, LNG])
+    routes.start_time[:] = starts - now
+    routes.speed[:] = head[:, SPEED]
+    routes.capacity[:] = head[:, CAPACITY]
+    routes.load0[:] = riders.onboard_load()
     routes.n_stops[:] = lengths
     routes.insert_limit[:] = lengths
 
-    key_of: dict[str, int] = {}
-    keys: list[int] = []  # per stop, riders in order, stops in slot order
-    is_pickup: list[bool] = []
-    pickup = StopKind.PICKUP
-    for stops in route_stops:
-        for stop in stops:  # an order's key: how many distinct orders were met before it
-            keys.append(key_of.setdefault(stop.order_id, len(key_of)))
-        is_pickup.extend([stop.kind is pickup for stop in stops])
-    by_id = {o.id: o for r in riders for o in r.orders}
-    carried = [by_id[oid] for oid in key_of]
     owner = np.full((n_routes, n_slots), -1, np.int32)
-    if keys:
-        # (pickup lat, lng, drop-off lat, lng, ready, due, services, size) of each carried order
-        of = np.array(
-            [
-                (
-                    o.pickup.lat,
-                    o.pickup.lng,
-                    o.dropoff.lat,
-                    o.dropoff.lng,
-                    o.ready_at - now,
-                    o.promised_at - now,
-                    o.pickup_service_s,
-                    o.dropoff_service_s,
-                    o.size,
-                )
-                for o in carried
-            ],
-            np.float64,
-        ).reshape(len(carried), 9)[np.asarray(keys, np.int64)]
-        at_pickup = np.asarray(is_pickup, np.bool_)
-        # The slots a route fills, row-major: the same order as the stops.
-        filled = np.arange(n_slots)[None, :] < np.asarray(lengths)[:, None]
-        owner[filled] = np.asarray(keys, np.int32) + first_key
-        lat = np.where(at_pickup, of[:, 0], of[:, 2])
-        lng = np.where(at_pickup, of[:, 1], of[:, 3])
-        due = np.where(at_pickup, np.inf, of[:, 5]).astype(f)
-        routes.stop_xy[filled] = projection.to_xy(lat, lng)
-        routes.stop_ready[filled] = np.where(at_pickup, of[:, 4], -np.inf)
-        routes.stop_due[filled] = due
-        routes.stop_latest[filled] = due + f(max_lateness_s)
-        routes.stop_service[filled] = np.where(at_pickup, of[:, 6], of[:, 7])
-        routes.stop_load[filled] = np.where(at_pickup, of[:, 8], -of[:, 8])
-    return routes.check(), route_stops, owner, carried
+    rows = riders.stop_rows
+    if (rows < 0).any():
+        raise ValueError("a route stop names an order no rider carries")
+    if not len(rows):
+        return routes.check(), owner, []
+    # An order's key: how many distinct orders were met before it, riders in order.
+    met, first = np.unique(rows, return_index=True)
+    in_key_order = met[np.argsort(first, kind="stable")]
+    key_of_row = np.empty(len(riders.carried_ids), np.int64)
+    key_of_row[in_key_order] = np.arange(len(in_key_order))
+    keys = key_of_row[rows]
+    of = riders.carried[rows]
+    at_pickup = riders.stop_pickup
+    # The slots a route fills, row-major: the same order as the stops.
+    filled = np.arange(n_slots)[None, :] < lengths[:, None]
+    owner[filled] = keys + first_key
+    lat = np.where(at_pickup, of[:, PICKUP_LAT], of[:, DROPOFF_LAT])
+    lng = np.where(at_pickup, of[:, PICKUP_LNG], of[:, DROPOFF_LNG])
+    due = np.where(at_pickup, np.inf, of[:, PROMISED] - now).astype(f)
+    routes.stop_xy[filled] = projection.to_xy(lat, lng)
+    routes.stop_ready[filled] = np.where(at_pickup, of[:, READY] - now, -np.inf)
+    routes.stop_due[filled] = due
+    routes.stop_latest[filled] = due + f(max_lateness_s)
+    routes.stop_service[filled] = np.where(at_pickup, of[:, PICKUP_SERVICE], of[:, DROPOFF_SERVICE])
+    routes.stop_load[filled] = np.where(at_pickup, of[:, SIZE], -of[:, SIZE])
+    ids = riders.carried_ids
+    return routes.check(), owner, [ids[k] for k in in_key_order.tolist()]
+
+
+def pack_columns(
+    now: float,
+    riders: RiderColumns,
+    orders: tuple[Order, ...] | list[Order],
+    max_lateness_s: float,
+) -> PackedRound:
+    """Pack a round of ``riders`` (as columns) and new ``orders`` at ``now``; raises
+    ValueError only for arrays that fail their own checks."""
+    # The projection's centre: riders' positions, then pickups, then drop-offs.
+    lat = [*riders.head[:, LAT].tolist(), *(o.pickup.lat for o in orders)]
+    lat += [o.dropoff.lat for o in orders]
+    lng = [*riders.head[:, LNG].tolist(), *(o.pickup.lng for o in orders)]
+    lng += [o.dropoff.lng for o in orders]
+    projection = LocalProjection.around(lat, lng)
+    routes, owner, carried_ids = pack_riders(
+        riders, projection, now, max_lateness_s, first_key=len(orders)
+    )
+    packed_orders = pack_orders(orders, projection, now, max_lateness_s)
+    order_ids = [*(o.id for o in orders), *carried_ids]
+    return PackedRound(routes, packed_orders, projection, owner, now, riders.ids, order_ids)
 
 
 def pack_round(round_: DispatchRound) -> PackedRound:
     """Pack a round; raises ValueError only for arrays that fail their own checks."""
-    projection = LocalProjection.around(_positions(round_))
-    max_late = round_.weights.max_lateness_s
-    n_new = len(round_.orders)
-    routes, route_stops, owner, carried = pack_riders(
-        round_.riders, projection, round_.now, max_late, first_key=n_new
-    )
-    orders = pack_orders(round_.orders, projection, round_.now, max_late)
-    return PackedRound(routes, orders, projection, route_stops, owner, carried)
+    columns = rider_columns(round_.riders)
+    return pack_columns(round_.now, columns, round_.orders, round_.weights.max_lateness_s)

@@ -1,21 +1,26 @@
-"""A valid JSON dispatch round decoded straight into domain types, in C, for the hot path.
+"""A valid JSON dispatch round decoded straight into the packer's columns, in C, for the hot
+path.
 
 Validating a round with the pydantic model (``serve_app.schemas``) and then building its
-domain objects was about half of a round's serving overhead (``bench/serve_load.py``). Here
-msgspec reads the body twice, with Structs *generated from that model* (one definition of the
-request: its fields, defaults, bounds and the configured list limits; nothing is restated):
+domain objects was about half of a round's serving overhead (``bench/serve_load.py``); building
+a domain object per rider, stop and carried order was most of what remained
+(``bench/big_round.py``). Here msgspec reads the body once, into *wire* Structs *generated from
+that model* (one definition of the request: its fields, defaults, bounds and the configured list
+limits; nothing is restated) carrying every constraint of the bounded model (types without
+coercion, ``ge``/``le``, lengths, no unknown fields). Then:
 
-1. against *wire* Structs carrying every constraint of the bounded model (types without
-   coercion, ``ge``/``le``, lengths, no unknown fields);
-2. straight into the domain types the model converts to (``Order``, ``LatLng``, ``Stop``,
-   ``DispatchWeights``: their JSON names are their field names, and their ``__post_init__``
-   runs as usual), the riders then assembled.
+* the new orders and the weights become domain types (``Order``, ``DispatchWeights``: their
+  checks run as usual), converted from the Structs in C;
+* when the round is packed, while the ETR call is out, the riders become columns
+  (``planner.rider_columns``), are held to the domain's rules for riders and rounds over whole
+  arrays (``obeys_domain_rules``), and are packed from them.
 
 The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
 a domain rule, malformed JSON) is validated by the pydantic model, which gives the answer (the
 422 naming every bad field, the 413 naming the limit). The wire rules are the model's own:
-``tests/serve/test_round_decoder.py`` holds every body it accepts to the model's domain round,
-and the generated Structs' rules to the model's.
+``tests/serve/test_round_decoder.py`` holds every body to the model's reading (the same
+orders, weights and packed arrays, or the same refusal), and the generated Structs' rules to
+the model's.
 """
 
 from __future__ import annotations
@@ -23,28 +28,26 @@ from __future__ import annotations
 import functools
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from operator import attrgetter
 from typing import Annotated, Any
 
 import annotated_types
 import msgspec
+import numpy as np
 from msgspec import Meta
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from domain import DispatchRound, DispatchWeights, LatLng, Order, Rider, Route, Stop
+from domain import DispatchWeights, Order
+from planner.rider_columns import obeys_domain_rules, rider_columns
+from planner.round_to_arrays import PackedRound, pack_columns
 from serve_app import http_edge
-from serve_app.pipeline.dispatch import DispatchCall, DispatchSource
+from serve_app.pipeline.dispatch import DispatchSource
 from serve_app.pipeline.limits import Limits
-from serve_app.schemas import OrderIn, Position, RequestModels, StopIn, WeightsIn
-
-#: The request models whose JSON object *is* a domain type's (same field names), read
-#: straight into it on the second pass.
-DOMAIN_TYPES: dict[type[BaseModel], type] = {
-    Position: LatLng,
-    OrderIn: Order,
-    StopIn: Stop,
-    WeightsIn: DispatchWeights,
-}
+from serve_app.schemas import RequestModels
 
 #: annotated_types constraints as msgspec ``Meta`` keywords.
 _CONSTRAINTS = {
@@ -75,61 +78,98 @@ def _model_of(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _struct_type(annotation: Any, metadata: list[Any], domain: bool) -> Any:
-    """The msgspec type of a model field: constraints kept on the wire, dropped on the
-    domain pass (already checked); models become Structs, or their domain type."""
+def _struct_type(annotation: Any, metadata: list[Any]) -> Any:
+    """The msgspec type of a model field, with its constraints; models become Structs."""
     origin = typing.get_origin(annotation)
     if origin is Annotated:
         inner, *extra = typing.get_args(annotation)
-        return _struct_type(inner, [*metadata, *extra], domain)
+        return _struct_type(inner, [*metadata, *extra])
     if origin in (typing.Union, types.UnionType):
         # A field's constraints bind its value, never its None.
         arms = [
-            a if a is type(None) else _struct_type(a, metadata, domain)
-            for a in typing.get_args(annotation)
+            a if a is type(None) else _struct_type(a, metadata) for a in typing.get_args(annotation)
         ]
         return typing.Union[tuple(arms)]  # noqa: UP007 (built at run time)
     if origin is list:
         (item,) = typing.get_args(annotation)
-        listed = list[_struct_type(item, [], domain)]  # type: ignore[misc]
+        listed = list[_struct_type(item, [])]  # type: ignore[misc]
         meta = _meta(metadata)
-        return Annotated[listed, Meta(**meta)] if meta and not domain else listed
+        return Annotated[listed, Meta(**meta)] if meta else listed
     model = _model_of(annotation)
     if model is not None:
-        return model_struct(model, domain)
+        return model_struct(model)
     meta = _meta(metadata)
-    return Annotated[annotation, Meta(**meta)] if meta and not domain else annotation
+    return Annotated[annotation, Meta(**meta)] if meta else annotation
 
 
 @functools.cache
-def model_struct(model: type[BaseModel], domain: bool = False) -> type:
-    """The msgspec type that reads ``model``'s JSON: a generated Struct with every field and
-    constraint of the model (``domain=False``), or the type the model converts to, as the
-    domain pass reads it (``domain=True``: ``DOMAIN_TYPES``, else a Struct of domain types).
+def model_struct(model: type[BaseModel]) -> type:
+    """The msgspec Struct that reads ``model``'s JSON, with every field and constraint of the
+    model.
 
     Every Struct is gc=False: plain data that never forms a cycle, so the collector need not
     track it (a big round is tens of thousands of them, discarded or unpacked at once; tracked,
     they set off collections that scan them all)."""
-    if domain:
-        for base, kind in DOMAIN_TYPES.items():
-            if issubclass(model, base):
-                return kind
     fields = []
     for name, info in model.model_fields.items():
-        kind = _struct_type(info.annotation, list(info.metadata), domain)
+        kind = _struct_type(info.annotation, list(info.metadata))
         if info.default_factory is not None:
             factory = info.default_factory
             made = _model_of(factory)
             if made is not None:
-                factory = model_struct(made, domain)
+                factory = model_struct(made)
             fields.append((name, kind, msgspec.field(default_factory=factory)))
         elif info.is_required():
             fields.append((name, kind))
         else:
             fields.append((name, kind, info.default))
     return msgspec.defstruct(
-        model.__name__, fields, forbid_unknown_fields=not domain, gc=False, kw_only=True
+        model.__name__, fields, forbid_unknown_fields=True, gc=False, kw_only=True
     )
+
+
+@dataclass(frozen=True)
+class WireRound:
+    """A ``DispatchSource`` over a JSON round that kept the request's rules (the wire
+    Structs, ``wire``), its new orders and weights already domain types.
+
+    Its riders become columns, are held to the domain's rules and are packed only in
+    ``packed``, the work the pipeline overlaps with the ETR call. Where the column rules refuse
+    the round (``obeys_domain_rules``), ``model_source`` reads the body with the model and
+    packs that, so its ``InvalidInput`` (the 422 naming the rider or order) is the answer.
+    """
+
+    wire: Any
+    orders: tuple[Order, ...]
+    weights: DispatchWeights
+    model_source: Callable[[], DispatchSource]
+
+    @property
+    def utc_offset_s(self) -> float:
+        return self.wire.utc_offset_s
+
+    def sizes(self) -> tuple[int, int, int]:
+        riders = self.wire.riders
+        longest = max(map(len, map(attrgetter("route"), riders)), default=0)
+        return len(riders), len(self.orders), longest
+
+    def etr_floor(self) -> bool:
+        return self.weights.etr_floor
+
+    def new_orders(self) -> tuple[Order, ...]:
+        return self.orders
+
+    def dispatch_weights(self) -> DispatchWeights:
+        return self.weights
+
+    def packed(self) -> PackedRound:
+        now, orders = self.wire.now, self.orders
+        riders = rider_columns(self.wire.riders)
+        times = [(o.created_at, o.ready_at, o.promised_at) for o in orders]
+        new_times = np.array(times, np.float64).reshape(len(orders), 3)
+        if not obeys_domain_rules(riders, now, [o.id for o in orders], new_times):
+            return self.model_source().packed()
+        return pack_columns(now, riders, orders, self.weights.max_lateness_s)
 
 
 class RoundDecoder:
@@ -140,7 +180,6 @@ class RoundDecoder:
         model = RequestModels.for_limits(limits).dispatch
         self._model = model
         self._wire = msgspec.json.Decoder(model_struct(model))
-        self._domain = msgspec.json.Decoder(model_struct(model, domain=True))
 
     @staticmethod
     @functools.cache
@@ -149,7 +188,8 @@ class RoundDecoder:
 
     def read(self, body: bytes, media: str) -> DispatchSource:
         """The round of a request ``body`` in ``media`` (``http_edge.JSON`` or msgpack): a
-        valid JSON round straight to domain types, anything else validated by the model.
+        valid JSON round straight to columns (``WireRound``), anything else validated by the
+        model.
         Raises as ``http_edge.validate_body`` (the 422 naming the fields, the 413)."""
         if media == http_edge.JSON:
             call = self.decode(body)
@@ -157,27 +197,17 @@ class RoundDecoder:
                 return call
         return http_edge.validate_body(body, media, self._model)
 
-    def decode(self, body: bytes) -> DispatchCall | None:
-        """The round as a ``DispatchCall`` when the JSON ``body`` is a valid dispatch request,
-        else None."""
+    def decode(self, body: bytes) -> WireRound | None:
+        """The round as a ``WireRound`` when the JSON ``body`` keeps the request's rules and
+        its new orders and weights the domain's, else None."""
         try:
-            self._wire.decode(body)  # the model's rules; the result is not needed
+            got: Any = self._wire.decode(body)
             # Order.__post_init__ refuses a promise before creation (the model's own check).
-            got: Any = self._domain.decode(body)
-            riders = tuple(
-                Rider(
-                    r.id,
-                    r.position,
-                    r.speed_mps,
-                    r.capacity,
-                    Route(tuple(r.route)),
-                    tuple(r.orders),
-                    frozenset(r.picked_up),
-                    r.available_at,
-                )
-                for r in got.riders
-            )
-            round_ = DispatchRound(got.now, riders, tuple(got.orders), got.weights)
-        except (msgspec.DecodeError, ValueError, TypeError):
+            orders = tuple(msgspec.convert(got.orders, list[Order], from_attributes=True))
+            weights = msgspec.convert(got.weights, DispatchWeights, from_attributes=True)
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
             return None
-        return DispatchCall(round_, got.utc_offset_s)
+        return WireRound(got, orders, weights, partial(self._by_model, body))
+
+    def _by_model(self, body: bytes) -> DispatchSource:
+        return http_edge.validate_body(body, http_edge.JSON, self._model)

@@ -35,6 +35,7 @@ from domain import (
 )
 from etr import Prediction
 from planner.pdptw.instance import PdptwInstance, PdptwInstanceError, build_instance
+from planner.round_to_arrays import PackedRound, pack_round
 from serve_app.config import Limits
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput, TooLarge
@@ -265,6 +266,13 @@ class DispatchRequest(_Model):
                     raise InvalidInput.at(("body", "orders", k), str(exc)) from exc
             self._orders = tuple(orders)
         return self._orders
+
+    def dispatch_weights(self) -> DispatchWeights:
+        return self.weights.to_domain()
+
+    def packed(self) -> PackedRound:
+        """The round packed (``DispatchSource``); InvalidInput as ``to_domain``."""
+        return pack_round(self.to_domain())
 
     def to_domain(self) -> DispatchRound:
         """The whole round; InvalidInput naming the rider or order that breaks a domain rule."""

@@ -36,11 +36,12 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from cache.keys import Quantisation, cache_key
-from domain import DispatchPlan, DispatchRound, Order
+from domain import DispatchPlan, DispatchRound, DispatchWeights, Order
 from etr import Prediction
 from etr.features import features_from_orders
-from planner.dispatch_round import build_plan, etr_floor_seconds, round_arrays
+from planner.dispatch_round import arrays_of, build_plan, etr_floor_seconds
 from planner.pdptw.instance import PdptwInstance
+from planner.round_to_arrays import PackedRound, pack_round
 from serve_app.pipeline.admission import Admission
 from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
 from serve_app.pipeline.context import CallContext
@@ -61,9 +62,10 @@ TimingsObserver = Callable[[dict[str, float]], None]
 
 
 class DispatchSource(Protocol):
-    """A decoded dispatch request, built into domain types in the order the pipeline needs
-    them: the sizes first (limits), the new orders next (they start the ETR stage), the whole
-    round last (riders are most of the decoding work; it overlaps the ETR call)."""
+    """A decoded dispatch request, built in the order the pipeline needs it: the sizes first
+    (limits), the new orders next (they start the ETR stage), the packed round last (riders
+    are most of the work; it overlaps the ETR call). Each raises ``InvalidInput`` naming
+    what breaks a domain rule."""
 
     utc_offset_s: float
 
@@ -77,7 +79,11 @@ class DispatchSource(Protocol):
 
     def new_orders(self) -> tuple[Order, ...]: ...
 
-    def to_domain(self) -> DispatchRound: ...
+    def dispatch_weights(self) -> DispatchWeights: ...
+
+    def packed(self) -> PackedRound:
+        """The round as the kernels' arrays (``planner.round_to_arrays``)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -97,8 +103,11 @@ class DispatchCall:
     def new_orders(self) -> tuple[Order, ...]:
         return self.round_.orders
 
-    def to_domain(self) -> DispatchRound:
-        return self.round_
+    def dispatch_weights(self) -> DispatchWeights:
+        return self.round_.weights
+
+    def packed(self) -> PackedRound:
+        return pack_round(self.round_)
 
 
 @dataclass(frozen=True)
@@ -208,26 +217,28 @@ class Pipeline:
                 for _ in range(YIELDS_TO_SEND):  # let the hop leave before the CPU work below
                     await asyncio.sleep(0)
             try:
-                round_ = call.to_domain()
                 # A plan must be a valid next request: no route past the stop limit.
-                weights = replace(round_.weights, max_route_stops=self.limits.max_route_stops)
-                round_ = replace(round_, weights=weights)
+                stop_limit = self.limits.max_route_stops
+                weights = replace(call.dispatch_weights(), max_route_stops=stop_limit)
                 t1 = time.perf_counter()
-                packed, arrays = round_arrays(round_)
+                packed = call.packed()
+                arrays = arrays_of(packed)
                 t2 = time.perf_counter()
                 floor, version = None, None
                 if etr is not None:
                     got = await etr
-                    floor, version = etr_floor_seconds(round_, got.minutes), got.model_version
+                    minutes = got.minutes
+                    floor = etr_floor_seconds(orders, packed.now, minutes)
+                    version = got.model_version
             finally:
                 if etr is not None and not etr.done():
                     etr.cancel()
             t3 = time.perf_counter()
             assigned = await self.solver.solve_round(
-                arrays, round_.weights, floor, self.improve_routes, ctx
+                arrays, weights, floor, self.improve_routes, ctx
             )
             t4 = time.perf_counter()
-            plan = build_plan(round_, packed, assigned, floor)
+            plan = build_plan(packed, assigned, weights.late_weight, floor)
             t5 = time.perf_counter()
         timings = {
             "admission_ms": permit.waited_s * 1e3,

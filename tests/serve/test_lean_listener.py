@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 
 import httpx
 import pytest
@@ -60,16 +61,23 @@ def test_haproxy_sends_the_lanes_to_the_replicas_own_listener(serve_url):
     assert local._haproxy_dir is not None
     ports = registered_ports(local._haproxy_dir / "lean")
     assert ports, "no Ingress replica registered a listener"
-    # Serve writes it below the configured path, in a directory of the HAProxy's own.
-    config = max(local._haproxy_dir.rglob("haproxy.cfg"), key=lambda p: p.stat().st_mtime)
-    config = config.read_text()
-    tracked = {
-        int(line.split()[2].rsplit(":", 1)[1])
-        for section in config.split("\nbackend ")[1:]
-        if "-lane" in section.split()[0]
-        for line in section.splitlines()
-        if " track " in line
-    }
+
+    def tracked_ports() -> set[int]:
+        # Serve writes it below the configured path, in a directory of the HAProxy's own.
+        path = max(local._haproxy_dir.rglob("haproxy.cfg"), key=lambda p: p.stat().st_mtime)
+        return {
+            int(line.split()[2].rsplit(":", 1)[1])
+            for section in path.read_text().split("\nbackend ")[1:]
+            if "-lane" in section.split()[0]
+            for line in section.splitlines()
+            if " track " in line
+        }
+
+    # The lane backends are written when the proxy next reloads after the replica registers
+    # its listener: the first test of a session can read the config before that.
+    deadline = time.monotonic() + 30
+    while not (tracked := tracked_ports()) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert tracked and tracked <= set(ports.values())
     body = {"orders": [order(0)]}
     via_proxy = httpx.post(f"{serve_url}/v1/etr", json=body, timeout=30)

@@ -1,15 +1,16 @@
 """The dispatch fast path never accepts what the models refuse, nor reads a body differently.
 
-``serve_app.round_decoder`` takes a JSON round straight to domain types and returns None for
-anything it does not take whole (the pydantic models then give the answer). So for every body:
-if it decodes, the models accept it too and build the same round."""
+``serve_app.round_decoder`` takes a JSON round straight to the packer's columns and returns
+None for anything it does not take whole (the pydantic models then give the answer). So for
+every body: if it decodes, the models accept it too, with the same new orders and weights, and
+the round packs to the same arrays."""
 
 from __future__ import annotations
 
 import copy
 import json
-import math
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,11 +27,46 @@ MODELS = RequestModels.for_limits(LIMITS)
 DECODER = RoundDecoder.for_limits(LIMITS)
 
 
+def reading(source) -> tuple:
+    """What a ``DispatchSource`` says of its round, comparable with ``==``: the new orders,
+    the weights, the UTC offset, and every packed array (as bytes: NaN equals NaN)."""
+    packed = source.packed()
+    arrays = [
+        (name, a.dtype.str, a.shape, a.tobytes())
+        for batch in (packed.routes, packed.orders)
+        for name, a in vars(batch).items()
+        if isinstance(a, np.ndarray)
+    ]
+    arrays.append(("owner", packed.owner.dtype.str, packed.owner.shape, packed.owner.tobytes()))
+    return (
+        source.new_orders(),
+        source.dispatch_weights(),
+        source.utc_offset_s,
+        packed.now,
+        packed.rider_ids,
+        packed.order_ids,
+        arrays,
+    )
+
+
+def fast_round(body: bytes):
+    """The fast path's reading of ``body`` (``reading``), or None when it refuses it (at the
+    decode, or as the model's ``InvalidInput`` when the round is packed)."""
+    got = DECODER.decode(body)
+    if got is None:
+        return None
+    try:
+        return reading(got)
+    except InvalidInput:
+        return None
+
+
 def model_round(body: bytes):
-    """The models' reading of ``body``: (round, utc offset), or None when they refuse it."""
+    """The models' reading of ``body`` (``reading``), or None when they refuse it."""
     try:
         req = MODELS.dispatch.model_validate_json(body)
-        return req.to_domain(), req.utc_offset_s
+        req.to_domain()
+        return reading(req)
     except (ValidationError, InvalidInput):
         return None
 
@@ -51,7 +87,7 @@ def test_valid_rounds_decode_to_the_models_round(riders, orders, seed):
     raw = json.dumps(body).encode()
     got = DECODER.decode(raw)
     assert got is not None
-    assert (got.round_, got.utc_offset_s) == model_round(raw)
+    assert reading(got) == model_round(raw)
 
 
 def test_bodies_past_a_limit_or_malformed_are_left_to_the_models():
@@ -145,27 +181,35 @@ def test_the_fast_path_takes_a_body_when_the_model_does_and_reads_it_the_same(se
         else:
             container.append(value)
     raw = json.dumps(body, allow_nan=False).encode()
-    got, want = DECODER.decode(raw), model_round(raw)
-    # The same rules, generated from the model: it takes a body exactly when the model does.
-    assert (got is None) == (want is None), raw[:300]
-    if got is not None:
-        assert (got.round_, got.utc_offset_s) == want
-        assert all(math.isfinite(o.created_at) for o in got.round_.orders)
+    # The same rules, generated from the model: it takes a body exactly when the model does,
+    # and reads it the same.
+    assert fast_round(raw) == model_round(raw), raw[:300]
+
+
+def test_riders_breaking_a_domain_rule_are_answered_by_the_model():
+    """The wire takes the body (every field in its bounds); packing finds the stop for an
+    order the rider does not carry and answers with the model's 422 naming the rider."""
+    body = base_body(3, 1, 5)
+    rider = next(r for r in body["riders"] if r["route"])
+    rider["route"][0]["order_id"] = "nobody-carries-this"
+    raw = json.dumps(body).encode()
+    got = DECODER.decode(raw)
+    assert got is not None
+    with pytest.raises(InvalidInput, match="unknown order") as caught:
+        got.packed()
+    assert caught.value.errors[0].loc[:2] == ("body", "riders")
 
 
 def test_times_the_kernels_cannot_hold_are_a_422_naming_the_field_on_both_paths():
-    """now = 0 with every time near 1e10: the fast decoder declines it and the models answer
+    """now = 0 with every time near 1e10: the fast path packs nothing and both answer
     InvalidInput naming the order and field (it was planned, its costs disagreeing)."""
-    from planner import generate_round
-    from serve_app.pipeline.errors import InvalidInput
-    from serve_app.schemas import DispatchRequest
-
-    body = json.loads(DispatchRequest.from_domain(generate_round(2, 1, seed=4)).model_dump_json())
+    body = base_body(2, 1, 4)
     body["now"] = 0.0
     raw = json.dumps(body).encode()
-    assert RoundDecoder(LIMITS).decode(raw) is None
-    with pytest.raises(InvalidInput, match="from the round's now"):
-        DispatchRequest.model_validate_json(raw).to_domain()
+    got = RoundDecoder(LIMITS).decode(raw)
+    for read in (got.packed, DispatchRequest.model_validate_json(raw).to_domain):
+        with pytest.raises(InvalidInput, match="from the round's now"):
+            read()
 
 
 #: The JSON Schema keywords that state a rule a body must keep.
