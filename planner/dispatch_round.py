@@ -554,26 +554,28 @@ def build_plan(
 ) -> DispatchPlan:
     """Turn the assignment stage's arrays back into domain types (``late_weight`` as the
     round's ``DispatchWeights``; ``etr_floor`` float32[O] seconds since now, or None)."""
-    changed_routes, owners, changed = assigned.routes, assigned.owner, assigned.changed
+    changed_routes, changed = assigned.routes, assigned.changed
     rider_of, assigned_cost = assigned.rider_of, assigned.cost
     now, rider_ids, order_ids = packed.now, packed.rider_ids, packed.order_ids
     new_ids = order_ids[: len(rider_of)]
-    pickup_slots = changed_routes.stop_load > 0
-    n_stops = changed_routes.n_stops.tolist()
-    new_routes: dict[str, Route] = {}
-    arrival: dict[str, float] = {}
-    for k, r in enumerate(changed.tolist()):
-        stops = []
-        keys, picks = owners[k].tolist(), pickup_slots[k].tolist()
-        arrives = assigned.arrival[k].tolist()
-        for q in range(n_stops[k]):
-            order_id = order_ids[keys[q]]
-            if picks[q]:
-                stops.append(Stop(order_id, StopKind.PICKUP))
-            else:
-                stops.append(Stop(order_id, StopKind.DROPOFF))
-                arrival[order_id] = now + arrives[q]
-        new_routes[rider_ids[r]] = Route(tuple(stops))
+    # Every stop of the changed routes at once, routes in order, slots in order: its order's id
+    # by key, its kind, the arrival at drop-offs; then cut into routes.
+    n_stops = changed_routes.n_stops.astype(np.int64)
+    filled = np.arange(assigned.owner.shape[1])[None, :] < n_stops[:, None]
+    ids = np.asarray(order_ids, dtype=object)[assigned.owner[filled]].tolist()
+    at_pickup = (changed_routes.stop_load[filled] > 0).tolist()
+    stops = [
+        Stop(oid, StopKind.PICKUP if pickup else StopKind.DROPOFF)
+        for oid, pickup in zip(ids, at_pickup, strict=True)
+    ]
+    ends = np.cumsum(n_stops).tolist()
+    new_routes = {
+        rider_ids[r]: Route(tuple(stops[end - n : end]))
+        for r, n, end in zip(changed.tolist(), n_stops.tolist(), ends, strict=True)
+    }
+    dropoff = ~np.asarray(at_pickup, np.bool_)
+    arrives = (now + assigned.arrival[filled][dropoff].astype(np.float64)).tolist()
+    arrival = dict(zip(np.asarray(ids, dtype=object)[dropoff].tolist(), arrives, strict=True))
     travel, late = assigned.added_travel_s, assigned.added_lateness_s
     riders_of = rider_of.tolist()
     assignments = tuple(
