@@ -9,8 +9,11 @@ the same plan as served (the ETR model's minutes from the same ONNX model in thi
 features and inference timed, then the round priced with them: the work the app does, less
 its edge), and the plain round without ETR (the baseline of the runs before 2026-11-25, which
 did less work than the app: no model, no ETR re-pricing). Reports the medians, the ratios, and
-the served round's stages (``timings_ms``: decode, ETR, pack, the solver hop, unpack). Writes
-DIR/big_round.csv and (--json) every run.
+the served round's stages (``timings_ms``: decode, ETR, pack, the solver hop, unpack). Then,
+in this process, the body to arrays both ways the edge reads a round: the fast path
+(``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic validation,
+domain types, ``pack_round``), the same arrays. Writes DIR/big_round.csv and (--json) every
+run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+import numpy as np
 from common import log, parser, write_csv
 
 from etr.features import features_from_orders
@@ -32,7 +36,8 @@ from etr.select import load_runtime
 from ops import local
 from planner import dispatch_round, generate_round
 from serve_app.config import DispatchAppArgs
-from serve_app.schemas import DispatchRequest
+from serve_app.round_decoder import RoundDecoder
+from serve_app.schemas import DispatchRequest, RequestModels
 
 
 def main() -> None:
@@ -89,6 +94,7 @@ def main() -> None:
                     f" HTTP {over_http:.2f} s, the same plan: {served_plan == in_process_plan}"
                 )
     write_csv(args.out / "big_round.csv", rows)
+    to_arrays = body_to_arrays(body, repeat)
     med = {
         key: statistics.median(r[key] for r in rows)
         for key in rows[0]
@@ -110,13 +116,45 @@ def main() -> None:
             for k in ("decode_ms", "etr_ms", "pack_ms", "solve_ms", "unpack_ms", "total_ms")
         )
     )
+    fast, model = to_arrays["fast_ms"], to_arrays["model_ms"]
+    print(
+        "\n| body to arrays, in process (median ms) | fast path | the model's path | ratio |\n"
+        f"|---|---|---|---|\n| {riders} x {orders} | {fast:.0f} | {model:.0f} | "
+        f"{model / fast:.2f}x faster |"
+    )
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"runs": rows, "medians": med, "ratio": ratio, "ratio_no_etr": ratio_no_etr},
+                {
+                    "runs": rows,
+                    "medians": med,
+                    "ratio": ratio,
+                    "ratio_no_etr": ratio_no_etr,
+                    "body_to_arrays": to_arrays,
+                },
                 indent=1,
             )
         )
+
+
+def body_to_arrays(body: bytes, repeat: int) -> dict[str, float]:
+    """Median ms from the JSON ``body`` to the packed round, by the fast path and by the
+    model's, alternating; raises AssertionError if their arrays differ."""
+    limits = DispatchAppArgs().limits
+    decoder = RoundDecoder.for_limits(limits)
+    model = RequestModels.for_limits(limits).dispatch
+    fast_ms, model_ms = [], []
+    for _ in range(max(repeat, 3)):
+        t0 = time.perf_counter()
+        fast = decoder.decode(body).packed()
+        t1 = time.perf_counter()
+        slow = model.model_validate_json(body).packed()
+        t2 = time.perf_counter()
+        fast_ms.append((t1 - t0) * 1e3)
+        model_ms.append((t2 - t1) * 1e3)
+    assert np.array_equal(fast.routes.stop_xy, slow.routes.stop_xy)
+    assert np.array_equal(fast.owner, slow.owner) and fast.order_ids == slow.order_ids
+    return {"fast_ms": statistics.median(fast_ms), "model_ms": statistics.median(model_ms)}
 
 
 if __name__ == "__main__":

@@ -62,7 +62,28 @@ def big_round(data: dict[str, Any]) -> list[Row]:
             f"{m['in_process_s']:.2f} s",
             "the same plan in process",
             f"{data['ratio']:.2f}x",
-        )
+        ),
+        (
+            "the same round without the ETR model in process",
+            f"{m['http_s']:.2f} s",
+            f"{m['in_process_no_etr_s']:.2f} s",
+            "the round alone in process",
+            f"{data['ratio_no_etr']:.2f}x",
+        ),
+        *(
+            [
+                (
+                    "its 7.2 MiB JSON body to the kernels' arrays, in process",
+                    f"{data['body_to_arrays']['fast_ms']:.0f} ms",
+                    f"{data['body_to_arrays']['model_ms']:.0f} ms",
+                    "the model's path (pydantic, domain types)",
+                    f"{data['body_to_arrays']['model_ms'] / data['body_to_arrays']['fast_ms']:.2f}x"
+                    " faster",
+                )
+            ]
+            if "body_to_arrays" in data
+            else []
+        ),
     ]
 
 
