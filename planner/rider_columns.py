@@ -84,6 +84,7 @@ class RiderColumns:
 
     ids : R rider ids.
     head : float64[R, 5], ``HEAD_FIELDS``; ``available_at`` NaN where none is given.
+    available_given : bool[R] the rider gave an ``available_at`` (a NaN given is not none).
     route_len : int64[R] stops on each rider's route.
     stop_ids : S order ids; stop_pickup : bool[S] pickup (else drop-off).
     stop_rows : int64[S] the carried row of each stop's order (-1: no rider carries it; the
@@ -96,6 +97,7 @@ class RiderColumns:
 
     ids: list[str]
     head: np.ndarray
+    available_given: np.ndarray
     route_len: np.ndarray
     stop_ids: list[str]
     stop_pickup: np.ndarray
@@ -163,6 +165,7 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
     return RiderColumns(
         ids=list(map(attrgetter("id"), riders)),
         head=head,
+        available_given=np.array([t is not None for t in available], np.bool_).reshape(n),
         route_len=route_len,
         stop_ids=stop_ids,
         stop_pickup=np.fromiter(map(is_, kinds, repeat(StopKind.PICKUP)), np.bool_, len(stops)),
@@ -207,8 +210,7 @@ def obeys_domain_rules(
     # Unique across the round: within a rider's orders and on no two riders.
     if len(carried) != n_carried or not carried.isdisjoint(new_ids):
         return False
-    available = head[:, AVAILABLE]
-    given = ~np.isnan(available)
+    available, given = head[:, AVAILABLE], cols.available_given
     numbers = (
         _in_range(head[:, LAT], -90.0, 90.0)
         and _in_range(head[:, LNG], -180.0, 180.0)

@@ -1,4 +1,6 @@
-"""Packing a ``DispatchRound`` into the kernels' arrays, once per round.
+"""Packing a round into the kernels' arrays, once per round: its riders as columns
+(``planner.rider_columns``, from domain types in ``pack_round`` or from a request's wire form
+at the edge) and its new orders.
 
 Times become float32 seconds since ``round.now`` (absolute epoch seconds would lose whole seconds
 in float32); positions become planar metres in the round's local projection (``domain.geo``).
@@ -112,7 +114,7 @@ def pack_riders(
     f = np.float32
     head = riders.head
     available = head[:, AVAILABLE]
-    starts = np.where(np.isnan(available) | (available < now), now, available)
+    starts = np.where(~riders.available_given | (available < now), now, available)
     routes.start_xy[:] = projection.to_xy(head[:, LAT], head[:, LNG])
     routes.start_time[:] = starts - now
     routes.speed[:] = head[:, SPEED]

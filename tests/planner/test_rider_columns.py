@@ -166,6 +166,8 @@ def _break(rule: str, riders: list) -> float:
         r.orders[0].ready_at = now + MAX_CLOCK_SPAN_S + 1.0
     elif rule == "available_at far from now":
         r.available_at = now - MAX_CLOCK_SPAN_S - 1.0
+    elif rule == "available_at not a number":
+        r.available_at = float("nan")
     elif rule == "now not finite":
         now = float("inf")
     elif rule == "speed below the least":
@@ -203,6 +205,7 @@ RULES = [
     "promise before creation",
     "order time far from now",
     "available_at far from now",
+    "available_at not a number",
     "now not finite",
     "speed below the least",
     "capacity below the least",
