@@ -575,7 +575,8 @@ def build_plan(
     }
     dropoff = ~np.asarray(at_pickup, np.bool_)
     arrives = (now + assigned.arrival[filled][dropoff].astype(np.float64)).tolist()
-    arrival = dict(zip(np.asarray(ids, dtype=object)[dropoff].tolist(), arrives, strict=True))
+    dropoff_ids = [oid for oid, pickup in zip(ids, at_pickup, strict=True) if not pickup]
+    arrival = dict(zip(dropoff_ids, arrives, strict=True))
     travel, late = assigned.added_travel_s, assigned.added_lateness_s
     riders_of = rider_of.tolist()
     assignments = tuple(

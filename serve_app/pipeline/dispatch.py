@@ -227,8 +227,7 @@ class Pipeline:
                 floor, version = None, None
                 if etr is not None:
                     got = await etr
-                    minutes = got.minutes
-                    floor = etr_floor_seconds(orders, packed.now, minutes)
+                    floor = etr_floor_seconds(orders, packed.now, got.minutes)
                     version = got.model_version
             finally:
                 if etr is not None and not etr.done():
