@@ -58,8 +58,11 @@ DEVICE_FIRST_PAIRS = 96
 TAKE_ALL = 64
 #: Share of the orders' median dual by which a pair may lie above the duals and still join.
 MARGIN = 0.1
-#: Past this share of all pairs priced while widening orders left over, give up (return None).
+#: Past this share of all pairs priced while widening orders left over, give up (return None)
+#: on a problem of at least ``DENSE_MIN_PAIRS`` pairs; a smaller one widens to the end (it is
+#: cheap, and then None means only what it must: an order left over could take a rider).
 DENSE_SHARE = 0.3
+DENSE_MIN_PAIRS = 10_000
 
 _NONE = np.zeros(0)
 
@@ -140,11 +143,18 @@ class HostBounds:
         self.bound[rider, order] = np.inf
 
 
+def bound_tolerance(bound: Any) -> Any:
+    """How far a bound may pass the exact price by float32 rounding (any ``xp``): a pair whose
+    bound is within this of the duals' threshold counts as below it, so rounding can only
+    price a pair more, never skip one."""
+    return ABS_TOL + REL_TOL * abs(bound)
+
+
 def _under(bound: Any, thr: Any, xp: Any) -> Any:
-    """bool: finite bounds below ``thr`` within the tolerance (array code, any ``xp``)."""
+    """bool: finite bounds below ``thr`` within ``bound_tolerance`` (array code, any ``xp``)."""
     finite = xp.isfinite(bound)
     b = xp.where(finite, bound, 0).astype(xp.float64)
-    return finite & (b - (ABS_TOL + REL_TOL * xp.abs(b)) < thr)
+    return finite & (b - bound_tolerance(b) < thr)
 
 
 class DeviceCosts:
@@ -258,14 +268,31 @@ class _Known:
         return int(joins.sum()), broke
 
     def join_breaking(self, u: np.ndarray, v: np.ndarray, k: int, margin: float) -> int:
-        """Each order's k cheapest known pairs outside the solve within ``margin`` of breaking
-        (u, v) join it. Returns how many of those joining break the duals."""
+        """Each order's k known pairs outside the solve of least reduced cost ``cost - u[o] -
+        v[r]``, within ``margin`` of breaking (u, v), join it. Returns how many of those
+        joining break the duals.
+
+        Ranked by reduced cost, not by cost: a pair that breaks the duals has a negative
+        reduced cost, so it is among its order's first k whenever any pair of that order
+        breaks, and a return of 0 means no known pair outside the solve breaks (u, v). Ranked
+        by cost, a cheap pair of a contested rider (low ``v``) could hold the place of a
+        dearer one of a free rider that breaks, and the breaking pair would never join."""
         out = np.nonzero(~self.in_solve)[0]
         out = out[self.below(self.rider[out], self.order[out], self.cost[out], u, v, margin)]
-        enter = out[_least_per_order(self.order[out], self.cost[out], k, self.ever_feasible.size)]
+        reduced = self.cost[out] - u[self.order[out]] - v[self.rider[out]]
+        enter = out[_least_per_order(self.order[out], reduced, k, self.ever_feasible.size)]
         self.in_solve[enter] = True
         r, o, c = self.rider[enter], self.order[enter], self.cost[enter]
         return int(self.below(r, o, c, u, v, 0.0).sum())
+
+    def join_all_breaking(self, u: np.ndarray, v: np.ndarray) -> int:
+        """Every known pair outside the solve that breaks (u, v) joins it (the check each
+        answer passes before it is called certified; ``join_breaking`` makes it find none).
+        Returns how many joined."""
+        out = np.nonzero(~self.in_solve)[0]
+        out = out[self.below(self.rider[out], self.order[out], self.cost[out], u, v, 0.0)]
+        self.in_solve[out] = True
+        return int(out.size)
 
     def solve_pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         on = self.in_solve
@@ -294,7 +321,9 @@ def certified_assign(
 
     bounds : lower bounds on the prices (``PairBounds``), shape (R, O).
     price(rider, order) : float64[P] exact prices of those pairs, +inf where infeasible.
-    first : pairs per order priced before the first solve (any value gives the same total).
+    first : pairs per order priced before the first solve: it moves the work, not the answer
+        (the loop ends only once every known pair and every bound is checked against the
+        final duals).
     checkpoint : called before each solve; what it raises ends the call.
     Returns ``CertifiedAssignment``, or None when the answer cannot be certified (some order
     left over could take a rider: solve densely then).
@@ -336,7 +365,8 @@ def certified_assign(
             exhausted[left] = widen >= n_riders
             if rider.size:
                 add(rider, order)
-                if priced > DENSE_SHARE * n_riders * n_orders:
+                pairs = n_riders * n_orders
+                if pairs >= DENSE_MIN_PAIRS and priced > DENSE_SHARE * pairs:
                     return None  # orders compete for too few riders: densely is cheaper
                 continue
             exhausted[left] = True
@@ -351,7 +381,9 @@ def certified_assign(
                 break
             broke = add(rider, order, (u, v), margin)
         if not broke:
-            break
+            broke = known.join_all_breaking(u, v)
+        if not broke:
+            break  # certified: no pair, priced or only bounded, lies below the duals
         k *= 2
     left = np.nonzero(solution.rider_of < 0)[0]
     if left.size:

@@ -71,3 +71,26 @@ def random_batch(
         has_pickup=rng.random(n_orders) < 0.8,
     )
     return routes.check(), orders.check()
+
+
+def contested_prices(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A small assignment whose riders are contested: float32 prices [R, O] (R >= O, riders
+    and orders on a line, so near orders want the same riders; a third of the cases rounded
+    to ties; some pairs and some whole orders infeasible) and valid lower bounds on them,
+    from exact to loose, some infeasible pairs bounded at 0."""
+    rng = np.random.default_rng(seed)
+    n_orders = int(rng.integers(5, 16))
+    n_riders = n_orders + int(rng.integers(0, 10))
+    noise = rng.uniform(0, rng.choice([1, 50, 300]), (n_riders, n_orders))
+    cost = np.abs(rng.uniform(0, 1000, n_riders)[:, None] - rng.uniform(0, 1000, n_orders)) + noise
+    if rng.random() < 0.3:
+        cost = np.round(cost / 100) * 100
+    cost[rng.random(cost.shape) < rng.uniform(0, 0.1)] = np.inf
+    if rng.random() < 0.2:
+        cost[:, rng.integers(n_orders)] = np.inf
+    cost = cost.astype(np.float32)
+    exact = rng.random(cost.shape) >= rng.uniform(0, 1)
+    loose = np.where(exact, 1.0, rng.uniform(0, 1, cost.shape) ** 2)
+    unbounded = np.where(rng.random(cost.shape) < 0.5, np.inf, 0.0)
+    bound = np.where(np.isfinite(cost), cost * loose, unbounded).astype(np.float32)
+    return cost, bound

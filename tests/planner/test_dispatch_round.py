@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -256,19 +257,35 @@ def test_etr_adjusted_cost_is_bit_equal_to_its_definition(seed):
     [
         (300, 100, 1, False, 21),
         (250, 120, 1, True, 22),
-        (40, 90, 1, True, 23),  # more orders than riders: handed back to the dense pass
+        (110, 150, 1, True, 23),  # more orders than riders: handed back to the dense pass
         (150, 100, 3, True, 24),
     ],
 )
 def test_the_certified_pass_plans_what_the_dense_pass_plans(
-    riders, orders, per_rider, with_etr, seed
+    riders, orders, per_rider, with_etr, seed, monkeypatch
 ):
     """Each pass's assignment is exact either way: the same orders assigned at the same total
-    (with one order per rider; with more, ties in a pass may seed another second pass)."""
+    (with one order per rider; with more, ties in a pass may seed another second pass). Every
+    case is above ``CERTIFIED_MIN_PAIRS``, so the certified pass runs (and says whether it
+    certified or handed the pass back)."""
+
+    module = sys.modules["planner.dispatch_round"]
+
+    assert riders * orders >= module.CERTIFIED_MIN_PAIRS
+    answers = []
+
+    def spied(*args, **kwargs):
+        answers.append(real(*args, **kwargs))
+        return answers[-1]
+
+    real = module._pass_certified
+    monkeypatch.setattr(module, "_pass_certified", spied)
     weights = DispatchWeights(max_orders_per_rider=per_rider)
     round_ = generate_round(riders, orders, seed=seed, weights=weights)
     etr = np.random.default_rng(seed).uniform(15, 60, orders) if with_etr else None
     certified = dispatch_round(round_, backend="numpy", etr_minutes=etr)
+    assert answers, "the certified pass did not run"
+    assert (answers[0] is None) == (orders > riders)
     dense = dispatch_round(round_, backend="numpy", etr_minutes=etr, dense=True)
     assert len(certified.assignments) == len(dense.assignments)
     if per_rider == 1:
