@@ -2,7 +2,7 @@
 # Everything a CUDA GPU is needed for, in one pass: whole rounds on both backends (the certified
 # passes against the dense reference), the GPU tests (CuPy kernels against their NumPy twins),
 # the 5000 x 2000 round, where a CuPy round's host time goes, the OR solver's profile. Each step
-# has its own time limit (together under 10 minutes on an H100) and a failed step does not stop
+# has its own time limit (together under 8 minutes on an H100) and a failed step does not stop
 # the next; results go to OUT (default bench/out/gpu), with one log and one tarball of every
 # table, JSON, CSV, PNG and profile.
 #
@@ -30,7 +30,7 @@ step device 30 bash -c 'nvidia-smi --query-gpu=name,driver_version,memory.total,
 # Whole rounds first: they are what a short lease must not miss. Both backends, the certified
 # pass and the dense reference (every pair priced, the dense assignment on the host), without
 # and with route improvement.
-step rounds 150 python3 bench/kernels.py --round-sizes 300x100,1000x300,2000x800 \
+step rounds 175 python3 bench/kernels.py --round-sizes 300x100,1000x300,2000x800 \
     --json "$out/files/rounds.json" --out "$out/files/rounds"
 step tests 110 python3 -m pytest -q -p no:cacheprovider -m "gpu or nvcc" \
     tests/kernels tests/planner/test_dispatch_round.py
@@ -38,7 +38,11 @@ step big_round 150 python3 bench/kernels.py --round-sizes 5000x2000 \
     --json "$out/files/rounds_5000x2000.json" --out "$out/files/big_round"
 step gpu_profile 90 python3 bench/gpu_profile.py --json "$out/files/gpu_profile.json" \
     --out "$out/files"
-step or_solver_profile 45 python3 -m placement.profiler or_solver --backend cupy
+# The round's cost by size on the card and on its host's cores (profiles/ for placement).
+sizes=1000x300,2000x800,5000x2000
+step or_solver_profile 100 bash -c "python3 -m placement.profiler or_solver --backend cupy \
+    --repeats 20 --sizes $sizes && python3 -m placement.profiler or_solver --backend numpy \
+    --repeats 20 --sizes $sizes"
 cp -r profiles/or_solver "$out/files/profiles_or_solver" 2>/dev/null
 tar -czf "$out/gpu_results.tgz" -C "$out" files && rm -rf "$out/files"
 echo "=== done $(date -u +%H:%M:%S)" | tee -a "$log"

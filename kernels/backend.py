@@ -6,6 +6,7 @@ stays there; the round-level entry points take a backend name and move arrays on
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from types import ModuleType
 from typing import Any, Literal
@@ -99,3 +100,12 @@ def to_numpy(a: Any) -> np.ndarray:
     """A host copy of a NumPy or CuPy array."""
     get = getattr(a, "get", None)
     return get() if callable(get) else np.asarray(a)
+
+
+def device_wait(xp: ModuleType) -> Callable[[], object] | None:
+    """For CuPy, the current stream's ``synchronize`` (what a stage timer calls so that the
+    device work a stage queued is counted in it); None for NumPy, whose work is done when
+    its call returns."""
+    if xp is np:
+        return None
+    return xp.cuda.get_current_stream().synchronize

@@ -150,61 +150,57 @@ def bound_tolerance(bound: Any) -> Any:
     return ABS_TOL + REL_TOL * abs(bound)
 
 
-def _under(bound: Any, thr: Any, xp: Any) -> Any:
-    """bool: finite bounds below ``thr`` within ``bound_tolerance`` (array code, any ``xp``)."""
-    finite = xp.isfinite(bound)
-    b = xp.where(finite, bound, 0).astype(xp.float64)
-    return finite & (b - bound_tolerance(b) < thr)
-
-
 class DeviceCosts:
-    """``PairBounds`` whose bounds are the exact prices float32[R, O] (NumPy or CuPy), for a
-    device that priced every pair anyway; ``price`` reads them. Only index lists and the
-    duals cross to the host."""
+    """``PairBounds`` whose bounds are the exact prices float32[R, O], for a device that priced
+    every pair anyway; ``price`` reads them. On CuPy the scans are ``pair_scan.cu``'s kernels
+    over an [O, R] copy (an order per row) and only the chosen pairs, their prices and one
+    count cross to the host; on NumPy they are ``HostBounds``' compiled scans (the kernels'
+    twins: the same pairs)."""
 
     def __init__(self, cost: Any):
         self.xp = array_module(cost)
         self.cost = cost
-        self.bound = cost.copy()
         self.shape = (int(cost.shape[0]), int(cost.shape[1]))
+        if self.xp is np:
+            self._host: HostBounds | None = HostBounds(cost.copy())
+        else:
+            self._host = None
+            self.bound_t = self.xp.ascontiguousarray(cost.T)
 
     def cheapest(
         self, k: int, orders: np.ndarray | None = None, u: Any = None, v: Any = None
     ) -> tuple[np.ndarray, np.ndarray]:
-        xp, n_riders = self.xp, self.shape[0]
-        k = min(k, n_riders)
-        picked = np.arange(self.shape[1]) if orders is None else orders
-        if k == 0 or picked.size == 0:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        bound = self.bound[:, xp.asarray(picked)]
-        if u is not None:
-            thr = xp.asarray(u)[xp.asarray(picked)][None, :] + xp.asarray(v)[:, None]
-            bound = xp.where(_under(bound, thr, xp), bound, xp.inf)
-        if k < n_riders:
-            rows = xp.argpartition(bound, k - 1, axis=0)[:k]
-        else:
-            rows = xp.broadcast_to(xp.arange(n_riders)[:, None], bound.shape)
-        cols = xp.broadcast_to(xp.arange(bound.shape[1])[None, :], rows.shape)
-        keep = xp.isfinite(bound[rows, cols])
-        cols_host = to_numpy(cols[keep])
-        return to_numpy(rows[keep]).astype(np.int64), picked[cols_host].astype(np.int64)
+        if self._host is not None:
+            return self._host.cheapest(k, orders, u, v)
+        from kernels._pair_scan_cuda import top_candidates_cuda
+
+        return top_candidates_cuda(self.bound_t, k, orders, u, v, ABS_TOL, REL_TOL)
 
     def below(self, u: np.ndarray, v: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        xp = self.xp
-        thr = xp.asarray(u)[None, :] + xp.asarray(v)[:, None]
-        under = _under(self.bound, thr, xp)
-        if int(under.sum()) > TAKE_ALL * self.shape[1]:
+        if self._host is not None:
+            return self._host.below(u, v, k)
+        from kernels._pair_scan_cuda import below_duals_cuda
+
+        cap = TAKE_ALL * self.shape[1]
+        count, rider, order = below_duals_cuda(self.bound_t, u, v, ABS_TOL, REL_TOL, cap)
+        if count > cap:
             return self.cheapest(k, None, u, v)
-        rows, cols = xp.nonzero(under)
-        return to_numpy(rows).astype(np.int64), to_numpy(cols).astype(np.int64)
+        return rider, order
 
     def finite_of(self, orders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if self._host is not None:
+            return self._host.finite_of(orders)
         xp = self.xp
-        rows, col = xp.nonzero(xp.isfinite(self.bound[:, xp.asarray(orders)]))
-        return to_numpy(rows).astype(np.int64), orders[to_numpy(col)].astype(np.int64)
+        sel, rider = xp.nonzero(xp.isfinite(self.bound_t[xp.asarray(orders)]))
+        rider, order = to_numpy(rider).astype(np.int64), orders[to_numpy(sel)].astype(np.int64)
+        by = np.lexsort((order, rider))  # rider by rider, as the host scan gives them
+        return rider[by], order[by]
 
     def forget(self, rider: np.ndarray, order: np.ndarray) -> None:
-        self.bound[self.xp.asarray(rider), self.xp.asarray(order)] = self.xp.inf
+        if self._host is not None:
+            self._host.forget(rider, order)
+            return
+        self.bound_t[self.xp.asarray(order), self.xp.asarray(rider)] = self.xp.inf
 
     def price(self, rider: np.ndarray, order: np.ndarray) -> np.ndarray:
         xp = self.xp

@@ -17,6 +17,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import platform
 import time
 from pathlib import Path
 
@@ -31,7 +32,11 @@ def _rss_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
-def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> dict:
+def profile_or_solver(
+    backend: str, riders: int, orders: int, repeats: int, sizes: list[tuple[int, int]] = ()
+) -> dict:
+    """The profile at ``riders`` x ``orders`` (its first point), then one point per further
+    round size of ``sizes`` (each point names its round: the cost of the round by size)."""
     from config import backend_for
     from domain import DispatchWeights
     from kernels.backend import module_for, resolve_backend
@@ -51,14 +56,25 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
         procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
         context_mb = sum(p.usedGpuMemory for p in procs if p.pid == os.getpid()) / 2**20
     weights = DispatchWeights()
-    _, arrays = round_arrays(generate_round(riders, orders, seed=1))
-    dev = arrays.to(xp)
-    times = []
-    for k in range(repeats + 2):
-        t0 = time.perf_counter()
-        solve_round(dev, weights)
-        if k >= 2:  # two warm-ups (kernel compile on a GPU)
-            times.append((time.perf_counter() - t0) * 1e3)
+    points = []
+    for n_riders, n_orders in [(riders, orders), *sizes]:
+        _, arrays = round_arrays(generate_round(n_riders, n_orders, seed=1))
+        dev = arrays.to(xp)
+        times = []
+        runs = repeats if n_riders * n_orders <= 10**6 else max(3, repeats // 5)
+        for k in range(runs + 2):
+            t0 = time.perf_counter()
+            solve_round(dev, weights)
+            if k >= 2:  # two warm-ups (kernel compile on a GPU)
+                times.append((time.perf_counter() - t0) * 1e3)
+        points.append(
+            {
+                "batch": 1,
+                "round": f"{n_riders}x{n_orders}",
+                "p50_ms": round(float(np.median(times)), 3),
+                "p99_ms": round(float(np.percentile(times, 99)), 3),
+            }
+        )
     if backend == "cupy":
         workspace_mb = xp.get_default_memory_pool().total_bytes() / 2**20
         from devices.catalog import local_gpu_type
@@ -67,7 +83,7 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
     else:
         workspace_mb = max(0.0, _rss_mb() - before)
         context_mb = before
-        device_type = "CPU-2core"
+        device_type = f"CPU-{os.cpu_count()}core"
     return {
         "model": "or_solver",
         "device_type": device_type,
@@ -78,13 +94,11 @@ def profile_or_solver(backend: str, riders: int, orders: int, repeats: int) -> d
         "weights_mb": 0.0,
         "workspace_mb": round(workspace_mb, 1),
         "per_row_kb": 0.0,
-        "points": [
-            {
-                "batch": 1,
-                "p50_ms": round(float(np.median(times)), 3),
-                "p99_ms": round(float(np.percentile(times, 99)), 3),
-            }
-        ],
+        "host": platform.processor() or platform.machine(),
+        "command": "python -m placement.profiler or_solver "
+        + f"--backend {backend} --riders {riders} --orders {orders}"
+        + (" --sizes " + ",".join(f"{r}x{o}" for r, o in sizes) if sizes else ""),
+        "points": points,
     }
 
 
@@ -95,10 +109,19 @@ def main() -> None:
     ap.add_argument("--riders", type=int, default=300)
     ap.add_argument("--orders", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument(
+        "--sizes",
+        type=lambda text: [tuple(int(n) for n in size.split("x")) for size in text.split(",")],
+        default=[],
+        help="more round sizes, one point each, e.g. 1000x300,5000x2000",
+    )
     ap.add_argument("--out", type=Path, default=ROOT / "profiles")
     args = ap.parse_args()
-    prof = profile_or_solver(args.backend, args.riders, args.orders, args.repeats)
-    device = "cpu" if prof["device_type"] == "CPU-2core" else prof["device_type"].lower()
+    prof = profile_or_solver(args.backend, args.riders, args.orders, args.repeats, args.sizes)
+    device = prof["device_type"].lower()
+    if device.startswith("cpu-"):  # CPU-2core -> cpu, CPU-16core -> cpu16
+        cores = device.removeprefix("cpu-").removesuffix("core")
+        device = "cpu" if cores == "2" else f"cpu{cores}"
     path = args.out / "or_solver" / f"{device}-{prof['runtime']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(prof, indent=2) + "\n")

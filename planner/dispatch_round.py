@@ -40,7 +40,13 @@ from domain import (
 from kernels import compiled
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.assign import assign
-from kernels.backend import array_module, backend_for_round, module_for, to_numpy
+from kernels.backend import (
+    array_module,
+    backend_for_round,
+    device_wait,
+    module_for,
+    to_numpy,
+)
 from kernels.certified_assign import (
     DEVICE_FIRST_PAIRS,
     DeviceCosts,
@@ -286,12 +292,15 @@ def _pass_dense(
         pick = _dense_pick(cost, weights, checkpoint, reference)
     got = np.nonzero(pick >= 0)[0]
     rider = pick[got]
+    # The picks' entries are gathered where the prices are: on a device only K of each
+    # [R, O] array cross to the host, not the arrays.
+    at = (xp.asarray(rider), xp.asarray(got))
     return _Picks(
         rider=rider,
         order=got,
-        pickup_pos=to_numpy(ins.pickup_pos)[rider, got].astype(np.int64),
-        dropoff_pos=to_numpy(ins.dropoff_pos)[rider, got].astype(np.int64),
-        cost=to_numpy(cost)[rider, got].astype(np.float64),
+        pickup_pos=to_numpy(ins.pickup_pos[at]).astype(np.int64),
+        dropoff_pos=to_numpy(ins.dropoff_pos[at]).astype(np.int64),
+        cost=to_numpy(cost[at]).astype(np.float64),
         ever_feasible=ever,
     )
 
@@ -409,9 +418,9 @@ def solve_round(
     to its nearest riders instead (priced densely).
     Runs on the arrays' device; returns host NumPy (``Assigned``, its timings ``SOLVE_STEPS``).
     """
-    times = StageTimes(*SOLVE_STEPS)
     routes, orders, owner = arrays.routes, arrays.orders, arrays.owner
     xp = routes.xp
+    times = StageTimes(*SOLVE_STEPS, wait=device_wait(xp))
     w = weights.late_weight
     base = schedule(routes)
     n_routes, n_orders = routes.shape[0], len(orders)

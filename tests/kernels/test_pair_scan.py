@@ -1,0 +1,103 @@
+"""``pair_scan.cu``: each order's k cheapest riders and the pairs below the duals, on the device,
+give the pairs their host twins give (``_pair_scan_jit``), in the same order; the source
+compiles for the cards we place on without a GPU."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels._pair_scan_cuda import SOURCE
+from kernels._pair_scan_jit import below_serial, smallest_serial
+from kernels.certified_assign import ABS_TOL, REL_TOL, DeviceCosts, HostBounds, certified_assign
+from tests.kernels.cuda_host import nvcc
+
+
+def prices(seed: int, n_riders: int, n_orders: int) -> np.ndarray:
+    """float32[R, O] with ties (prices on a 10 s grid) and infeasible pairs."""
+    rng = np.random.default_rng(seed)
+    cost = np.round(rng.uniform(0, 3000, (n_riders, n_orders)), -1).astype(np.float32)
+    cost[rng.random(cost.shape) < 0.3] = np.inf
+    return cost
+
+
+@pytest.mark.nvcc
+def test_the_scans_compile_for_hopper_and_turing(tmp_path: Path):
+    for arch in ("sm_75", "sm_90"):
+        ptx = tmp_path / f"pair_scan_{arch}.ptx"
+        subprocess.run(
+            [nvcc(), "--fmad=false", f"-arch={arch}", "-ptx", str(SOURCE), "-o", str(ptx)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        text = ptx.read_text()
+        assert "orml_top_candidates" in text and "orml_below_duals" in text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(6))
+def test_top_candidates_on_the_device_are_the_host_scans(seed):
+    import cupy
+
+    from kernels._pair_scan_cuda import top_candidates_cuda
+
+    rng = np.random.default_rng(seed)
+    n_riders, n_orders = int(rng.integers(1, 700)), int(rng.integers(1, 300))
+    cost = prices(seed, n_riders, n_orders)
+    bound_t = cupy.asarray(np.ascontiguousarray(cost.T))
+    none = np.zeros(0)
+    for k in (1, 7, 96):
+        want = smallest_serial(cost, k, none, none, ABS_TOL, REL_TOL)
+        got = top_candidates_cuda(bound_t, k, None, None, None, ABS_TOL, REL_TOL)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), k
+    orders = np.sort(rng.choice(n_orders, size=max(1, n_orders // 3), replace=False))
+    u = rng.uniform(0, 3000, n_orders)
+    v = -rng.uniform(0, 500, n_riders)
+    sub = np.ascontiguousarray(cost[:, orders])
+    rows, cols = smallest_serial(sub, 5, u[orders], v, ABS_TOL, REL_TOL)
+    got = top_candidates_cuda(bound_t, 5, orders, u, v, ABS_TOL, REL_TOL)
+    assert np.array_equal(got[0], rows) and np.array_equal(got[1], orders[cols])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seed", range(6))
+def test_pairs_below_the_duals_on_the_device_are_the_host_scans(seed):
+    import cupy
+
+    from kernels._pair_scan_cuda import below_duals_cuda
+
+    rng = np.random.default_rng(seed)
+    n_riders, n_orders = int(rng.integers(1, 900)), int(rng.integers(1, 300))
+    cost = prices(seed, n_riders, n_orders)
+    u = rng.uniform(0, 1500, n_orders)
+    v = -rng.uniform(0, 500, n_riders)
+    rows, cols, count = below_serial(cost, u, v, ABS_TOL, REL_TOL, 1, cost.size)
+    bound_t = cupy.asarray(np.ascontiguousarray(cost.T))
+    n, rider, order = below_duals_cuda(bound_t, u, v, ABS_TOL, REL_TOL, cost.size)
+    assert n == count
+    assert np.array_equal(rider, rows) and np.array_equal(order, cols)
+    n, rider, order = below_duals_cuda(bound_t, u, v, ABS_TOL, REL_TOL, max(0, count - 1))
+    assert n == count and (rider.size == 0 or count == 0)
+
+
+@pytest.mark.gpu
+def test_a_certified_pass_over_device_prices_is_the_host_twins_answer():
+    import cupy
+
+    from kernels.insertion_costs import insertion_costs
+    from planner import generate_round, pack_round
+
+    packed = pack_round(generate_round(700, 250, seed=9))
+    cost = insertion_costs(packed.routes, packed.orders, late_weight=4.0).cost
+    device = DeviceCosts(cupy.asarray(cost))
+    host = DeviceCosts(cost)
+    assert isinstance(host._host, HostBounds)
+    got = certified_assign(device, device.price, first=24)
+    want = certified_assign(host, host.price, first=24)
+    assert got is not None and want is not None
+    assert np.array_equal(got.rider_of, want.rider_of)
+    assert got.priced == want.priced and got.solves == want.solves
