@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from math import isfinite
+from typing import Any
 
 from domain.geo import LatLng
 
@@ -125,6 +126,59 @@ class Route:
 
     def __iter__(self) -> Iterator[Stop]:
         return iter(self.stops)
+
+
+class RouteTable(Mapping[str, "Route"]):
+    """Routes by rider id, held as columns: a ``Route`` and its ``Stop`` objects are built when
+    a caller asks for that rider's route (a 5000 x 2000 plan holds ~16,000 stops, and most
+    callers encode or count them rather than read them one by one).
+
+    rider_ids : the K riders, in order; starts : K + 1 offsets into the stop columns (rider k's
+    stops are ``starts[k]:starts[k + 1]``); order_ids, pickup : per stop, its order's id and
+    whether it is the pickup (else the drop-off). Compares equal to a dict of the same routes.
+    """
+
+    __slots__ = ("_at", "_built", "_order_ids", "_pickup", "_rider_ids", "_starts")
+
+    def __init__(
+        self,
+        rider_ids: list[str],
+        starts: list[int],
+        order_ids: list[str],
+        pickup: list[bool],
+    ) -> None:
+        if len(starts) != len(rider_ids) + 1 or len(order_ids) != len(pickup):
+            raise ValueError("starts needs one offset per rider and one more; one kind per stop")
+        self._rider_ids, self._starts = rider_ids, starts
+        self._order_ids, self._pickup = order_ids, pickup
+        self._at = dict(zip(rider_ids, range(len(rider_ids)), strict=True))
+        self._built: dict[str, Route] = {}
+
+    def __getitem__(self, rider_id: str) -> Route:
+        route = self._built.get(rider_id)
+        if route is None:
+            k = self._at[rider_id]
+            lo, hi = self._starts[k], self._starts[k + 1]
+            kinds = (StopKind.PICKUP if p else StopKind.DROPOFF for p in self._pickup[lo:hi])
+            route = Route(tuple(map(Stop, self._order_ids[lo:hi], kinds)))
+            self._built[rider_id] = route
+        return route
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rider_ids)
+
+    def __len__(self) -> int:
+        return len(self._rider_ids)
+
+    def stop_columns(self) -> Iterator[tuple[str, list[str], list[bool]]]:
+        """(rider id, its stops' order ids, their pickup flags) per rider, in order, building
+        no ``Stop``: what an encoder writes from."""
+        starts, ids, pickup = self._starts, self._order_ids, self._pickup
+        for k, rider_id in enumerate(self._rider_ids):
+            yield rider_id, ids[starts[k] : starts[k + 1]], pickup[starts[k] : starts[k + 1]]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return RouteTable, (self._rider_ids, self._starts, self._order_ids, self._pickup)
 
 
 MIN_SPEED_MPS = 0.1  # a courier slower than 10 cm/s is a data error, not a courier

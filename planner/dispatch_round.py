@@ -31,9 +31,7 @@ from domain import (
     DispatchRound,
     DispatchWeights,
     Order,
-    Route,
-    Stop,
-    StopKind,
+    RouteTable,
     Unassigned,
     UnassignedReason,
 )
@@ -568,24 +566,22 @@ def build_plan(
     now, rider_ids, order_ids = packed.now, packed.rider_ids, packed.order_ids
     new_ids = order_ids[: len(rider_of)]
     # Every stop of the changed routes at once, routes in order, slots in order: its order's id
-    # by key, its kind, the arrival at drop-offs; then cut into routes.
+    # by key, its kind, the arrival at drop-offs; the routes are those columns, cut by offsets
+    # (``RouteTable`` builds a rider's ``Stop`` objects only when asked for them).
     n_stops = changed_routes.n_stops.astype(np.int64)
     filled = np.arange(assigned.owner.shape[1])[None, :] < n_stops[:, None]
-    ids = np.asarray(order_ids, dtype=object)[assigned.owner[filled]].tolist()
-    at_pickup = (changed_routes.stop_load[filled] > 0).tolist()
-    stops = [
-        Stop(oid, StopKind.PICKUP if pickup else StopKind.DROPOFF)
-        for oid, pickup in zip(ids, at_pickup, strict=True)
-    ]
-    ends = np.cumsum(n_stops).tolist()
-    new_routes = {
-        rider_ids[r]: Route(tuple(stops[end - n : end]))
-        for r, n, end in zip(changed.tolist(), n_stops.tolist(), ends, strict=True)
-    }
-    dropoff = ~np.asarray(at_pickup, np.bool_)
+    keys = assigned.owner[filled]
+    at_pickup = changed_routes.stop_load[filled] > 0
+    ids = np.asarray(order_ids, dtype=object)
+    new_routes = RouteTable(
+        [rider_ids[r] for r in changed.tolist()],
+        [0, *np.cumsum(n_stops).tolist()],
+        ids[keys].tolist(),
+        at_pickup.tolist(),
+    )
+    dropoff = ~at_pickup
     arrives = (now + assigned.arrival[filled][dropoff].astype(np.float64)).tolist()
-    dropoff_ids = [oid for oid, pickup in zip(ids, at_pickup, strict=True) if not pickup]
-    arrival = dict(zip(dropoff_ids, arrives, strict=True))
+    arrival = dict(zip(ids[keys[dropoff]].tolist(), arrives, strict=True))
     travel, late = assigned.added_travel_s, assigned.added_lateness_s
     riders_of = rider_of.tolist()
     assignments = tuple(

@@ -15,6 +15,7 @@ The dispatch rules land in the arrays here and nowhere else:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
 import numpy as np
 
@@ -162,10 +163,11 @@ def pack_columns(
     """Pack a round of ``riders`` (as columns) and new ``orders`` at ``now``; raises
     ValueError only for arrays that fail their own checks."""
     # The projection's centre: riders' positions, then pickups, then drop-offs.
-    lat = [*riders.head[:, LAT].tolist(), *(o.pickup.lat for o in orders)]
-    lat += [o.dropoff.lat for o in orders]
-    lng = [*riders.head[:, LNG].tolist(), *(o.pickup.lng for o in orders)]
-    lng += [o.dropoff.lng for o in orders]
+    pickups = list(map(attrgetter("pickup"), orders))
+    dropoffs = list(map(attrgetter("dropoff"), orders))
+    lat_of, lng_of = attrgetter("lat"), attrgetter("lng")
+    lat = [*riders.head[:, LAT].tolist(), *map(lat_of, pickups), *map(lat_of, dropoffs)]
+    lng = [*riders.head[:, LNG].tolist(), *map(lng_of, pickups), *map(lng_of, dropoffs)]
     projection = LocalProjection.around(lat, lng)
     routes, owner, carried_ids = pack_riders(
         riders, projection, now, max_lateness_s, first_key=len(orders)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -29,6 +30,7 @@ from domain import (
     Order,
     Rider,
     Route,
+    RouteTable,
     Stop,
     StopKind,
     bounds,
@@ -336,6 +338,23 @@ class DispatchResponse(_Model):
     timings_ms: dict[str, float]
 
 
+_KIND = {True: StopKind.PICKUP.value, False: StopKind.DROPOFF.value}
+
+
+def _routes_to_dict(routes: Mapping[str, Route]) -> dict[str, list[dict[str, str]]]:
+    """Routes as ``DispatchResponse``'s JSON form; from a ``RouteTable``'s columns where the
+    plan holds one (no ``Stop`` objects built to be read once)."""
+    if isinstance(routes, RouteTable):
+        return {
+            rid: [{"order_id": oid, "kind": _KIND[p]} for oid, p in zip(ids, pickup, strict=True)]
+            for rid, ids, pickup in routes.stop_columns()
+        }
+    return {
+        rid: [{"order_id": s.order_id, "kind": s.kind.value} for s in route.stops]
+        for rid, route in routes.items()
+    }
+
+
 def plan_to_dict(plan: DispatchPlan) -> dict[str, Any]:
     """A plan as ``DispatchResponse``'s JSON form, built directly (no models in between: this
     is the hot path of every dispatch answer; a test holds it equal to the model's dump)."""
@@ -345,10 +364,7 @@ def plan_to_dict(plan: DispatchPlan) -> dict[str, Any]:
             {"order_id": a.order_id, "rider_id": a.rider_id, "cost": a.cost}
             for a in plan.assignments
         ],
-        "routes": {
-            rid: [{"order_id": s.order_id, "kind": s.kind.value} for s in route.stops]
-            for rid, route in plan.routes.items()
-        },
+        "routes": _routes_to_dict(plan.routes),
         "arrivals": {
             oid: {"planned_s": t, "etr_s": etr.get(oid)}
             for oid, t in plan.predicted_arrival.items()

@@ -150,3 +150,23 @@ def test_numbers_the_kernels_cannot_hold_are_refused_naming_the_field():
         replace(round_, orders=(far,))
     with pytest.raises(ValueError, match="from the round's now"):
         replace(round_, now=0.0)  # every time near 1.77e9: unrepresentable against 0
+
+
+def test_a_route_table_is_the_dict_of_its_routes_and_builds_them_when_asked():
+    import pickle
+
+    from domain import RouteTable
+
+    table = RouteTable(["r1", "r2"], [0, 2, 3], ["a", "a", "b"], [True, False, False])
+    want = {
+        "r1": Route((Stop("a", StopKind.PICKUP), Stop("a", StopKind.DROPOFF))),
+        "r2": Route((Stop("b", StopKind.DROPOFF),)),
+    }
+    assert table == want and list(table) == ["r1", "r2"] and len(table) == 2
+    assert table["r1"] is table["r1"]  # built once
+    assert pickle.loads(pickle.dumps(table)) == want
+    assert list(table.stop_columns())[1] == ("r2", ["b"], [False])
+    with pytest.raises(KeyError):
+        table["r3"]
+    with pytest.raises(ValueError, match="offset"):
+        RouteTable(["r1"], [0], [], [])

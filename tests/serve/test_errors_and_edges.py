@@ -240,3 +240,9 @@ def test_grpc_lists_are_counted_before_anything_is_converted():
             pb.DispatchRequest(riders=[pb.Rider(), pb.Rider(route=[pb.Stop()] * 3)]),
             models.dispatch,
         )
+
+
+def test_a_plan_encodes_its_routes_from_columns_as_from_routes():
+    plan = dispatch_round(generate_round(40, 15, seed=3), backend="numpy")
+    as_dict = replace(plan, routes=dict(plan.routes.items()))
+    assert plan_to_dict(plan) == plan_to_dict(as_dict)
