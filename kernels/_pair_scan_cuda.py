@@ -16,7 +16,7 @@ import numpy as np
 from kernels._insertion_costs_cuda import NVRTC_OPTIONS
 
 SOURCE = Path(__file__).with_name("pair_scan.cu")
-_THREADS = 256  # ORML_SCAN_THREADS in the source
+_THREADS = 256  # PAIR_SCAN_THREADS in the source
 _PAIR_BLOCKS = 1024  # a grid-stride loop: enough blocks to fill any card we place on
 
 

@@ -8,7 +8,7 @@
 // bound_t is float32[O, R], an order per row (so a block reads its order's row coalesced);
 // +inf marks an infeasible pair or one already priced.
 
-#define ORML_SCAN_THREADS 256
+#define PAIR_SCAN_THREADS 256
 
 // (c, r) after (last_c, last_r) in the order (price, rider)?
 __device__ inline bool orml_after(float c, int r, float last_c, int last_r) {
@@ -33,8 +33,8 @@ extern "C" __global__ void orml_top_candidates(const float* bound_t, int n_order
                                                const long long* orders, int n_selected, int k,
                                                const double* u, const double* v, double abs_tol,
                                                double rel_tol, int* rider, float* price) {
-    __shared__ float s_c[ORML_SCAN_THREADS];
-    __shared__ int s_r[ORML_SCAN_THREADS];
+    __shared__ float s_c[PAIR_SCAN_THREADS];
+    __shared__ int s_r[PAIR_SCAN_THREADS];
     const int s = blockIdx.x;
     if (s >= n_selected) return;
     const int o = orders ? (int)orders[s] : s;
