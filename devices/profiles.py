@@ -32,6 +32,16 @@ class ProfilePoint(BaseModel):
     p99_ms: float = Field(gt=0)
 
 
+class RoundPoint(BaseModel):
+    """The OR solver's cost of one round of a size (riders x orders): it is not batched, so
+    its latency grows with the round, not with rows per call."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    round: str = Field(pattern=r"^\d+x\d+$", description="RIDERSxORDERS")
+    p50_ms: float = Field(gt=0)
+    p99_ms: float = Field(gt=0)
+
+
 class ModelProfile(BaseModel):
     """One model on one device type. Memory in MiB; ``per_row_kb`` grows with the batch."""
 
@@ -47,6 +57,11 @@ class ModelProfile(BaseModel):
     workspace_mb: float = Field(ge=0, description="Fixed scratch (TensorRT workspace, pools).")
     per_row_kb: float = Field(ge=0, description="Activations per batch row, KiB.")
     points: list[ProfilePoint] = Field(min_length=1)
+    round_sizes: list[RoundPoint] = Field(
+        default_factory=list, description="The OR solver's round by size (placement.profiler)."
+    )
+    host: str = Field("", description="The machine's processor, as measured.")
+    command: str = Field("", description="The command that measured it.")
 
     def batches(self) -> list[int]:
         return sorted(p.batch for p in self.points)

@@ -205,3 +205,23 @@ def test_an_emitted_plan_lands_on_the_planned_gpu_types(tmp_path):
     assert len(result["replicas"]) == result["expected_replicas"] > 0, result
     assert all(r["landed"] == r["planned"] for r in result["replicas"]), result
     assert {r["planned"] for r in result["replicas"]} == {"T4", "A10"}, result
+
+
+def test_a_measured_round_profile_loads_with_its_sizes(tmp_path, monkeypatch):
+    """What ``python -m placement.profiler or_solver --sizes ...`` writes is a profile the
+    planner reads: one batch point, and the round's cost by size beside it (on a host of the
+    catalog's CPU type: a CPU is named by its cores)."""
+    import json
+
+    from devices.profiles import load_profile
+    from placement import profiler
+    from placement.profiler import profile_or_solver
+
+    monkeypatch.setattr(profiler.os, "cpu_count", lambda: 2)
+
+    prof = profile_or_solver("numpy", 30, 10, 2, [(40, 15)])
+    path = tmp_path / "cpu-numpy.json"
+    path.write_text(json.dumps(prof))
+    loaded = load_profile(path)
+    assert [p.round for p in loaded.round_sizes] == ["30x10", "40x15"]
+    assert loaded.points[0].batch == 1 and loaded.command.endswith("--sizes 40x15")
