@@ -15,7 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from domain import TrafficClass
 from serve_app import http_edge, kserve_v2
 from serve_app.deployment_status import DeploymentStatus
-from serve_app.error_answers import answer_for, retry_after_header, retry_after_s
+from serve_app.error_answers import retry_after_header, retry_after_s
 from serve_app.pipeline import (
     Admission,
     CallContext,
@@ -122,6 +122,9 @@ class HttpEndpoints:
     async def v2_live(self) -> dict[str, bool]:
         return {"live": True}
 
+    async def v2_server_metadata(self) -> dict[str, Any]:
+        return kserve_v2.server_metadata(kserve_v2.HTTP_EXTENSIONS)
+
     async def v2_ready(self) -> JSONResponse:
         ready = await self.status.ready()
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
@@ -178,9 +181,9 @@ class HttpEndpoints:
 
 
 def _v2_error(exc: ServingError) -> JSONResponse:
-    """The protocol's error body, ``{"error": ...}``, at the error table's status."""
+    """The protocol's error body, ``{"error": ...}``, at the protocol's status."""
     headers = {}
     after = retry_after_s(exc)
     if after is not None:
         headers["Retry-After"] = retry_after_header(after)
-    return JSONResponse({"error": str(exc)}, answer_for(exc).http_status, headers)
+    return JSONResponse({"error": str(exc)}, kserve_v2.http_status(exc), headers)

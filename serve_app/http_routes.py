@@ -83,6 +83,7 @@ ROUTES: tuple[HttpRoute, ...] = (
     HttpRoute("GET", "/healthz", "healthz", "The ingress process is alive"),
     HttpRoute("GET", "/readyz", "readyz", "Models loaded, warm and healthy (503 until then)"),
     # The Open Inference Protocol (KServe v2) for the ETR model (serve_app.kserve_v2).
+    HttpRoute("GET", "/v2", "v2_server_metadata", "KServe v2: server name, version, extensions"),
     HttpRoute("GET", "/v2/health/live", "v2_live", "KServe v2: the server is alive"),
     HttpRoute("GET", "/v2/health/ready", "v2_ready", "KServe v2: the server is ready (as /readyz)"),
     HttpRoute("GET", "/v2/models/etr/ready", "v2_model_ready", "KServe v2: the ETR model is ready"),

@@ -10,7 +10,10 @@ JSON tensors (``data`` flat in row-major order, or nested), and Triton's binary 
 extension (``Inference-Header-Content-Length``: a JSON header, then the raw little-endian
 bytes of each tensor whose ``parameters.binary_data_size`` says so), both ways.
 
-Errors answer the protocol's way, ``{"error": "..."}``, with the status the error table gives.
+Errors answer the protocol's way, ``{"error": "..."}``: a malformed request 400 (the
+protocol's status, where the rest of the API answers 422), otherwise the status the error table
+gives. ``GET /v2`` (and gRPC ``ServerMetadata``) names the server, its version and the
+extensions it implements; requesting an output the model does not have is refused.
 """
 
 from __future__ import annotations
@@ -19,17 +22,42 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
 
 from etr.features import N_FEATURES
-from serve_app.pipeline.errors import InvalidInput, TooLarge
+from serve_app.error_answers import answer_for
+from serve_app.pipeline.errors import InvalidInput, ServingError, TooLarge
 
 MODEL = "etr"
 INPUT = "features"
 OUTPUT = "minutes"
 HEADER_LENGTH = "inference-header-content-length"
+SERVER = "orml-serve"
+#: Triton's protocol extensions each transport implements (``GET /v2``, ``ServerMetadata``).
+HTTP_EXTENSIONS = ("binary_tensor_data",)
+GRPC_EXTENSIONS: tuple[str, ...] = ()
+
+
+def server_version() -> str:
+    """The installed package's version ("unknown" when run from a tree not installed)."""
+    try:
+        return version(SERVER)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def server_metadata(extensions: tuple[str, ...]) -> dict[str, Any]:
+    """``GET /v2``: the server's name, version and extensions."""
+    return {"name": SERVER, "version": server_version(), "extensions": list(extensions)}
+
+
+def http_status(exc: ServingError) -> int:
+    """The protocol's HTTP status of an error: 400 for a malformed request (the protocol's
+    "bad request"), else the error table's."""
+    return 400 if isinstance(exc, InvalidInput) else answer_for(exc).http_status
 
 
 @dataclass(frozen=True)
@@ -101,6 +129,12 @@ def parse_infer(body: bytes, headers: Mapping[str, str], max_rows: int) -> Infer
     if not np.isfinite(features).all():
         raise _bad(f"input {INPUT!r} holds a value that is not a finite number")
     outputs = request.get("outputs") or []
+    if not isinstance(outputs, list):
+        raise _bad("outputs is a list of requested outputs")
+    for wanted in outputs:
+        name = wanted.get("name") if isinstance(wanted, dict) else None
+        if name != OUTPUT:
+            raise _bad(f"output {name!r}: the model has one output, {OUTPUT!r}")
     binary_output = bool((request.get("parameters") or {}).get("binary_data_output")) or any(
         isinstance(o, dict) and (o.get("parameters") or {}).get("binary_data") for o in outputs
     )

@@ -13,13 +13,13 @@ and message on the context, a ``google.rpc.Status`` (field violations, RetryInfo
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 from pydantic import ValidationError
 
 from domain import TrafficClass
+from serve_app import kserve_v2
 from serve_app.deployment_status import DeploymentStatus
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import convert, inference, wire
@@ -116,7 +116,7 @@ class GrpcIngress:
     async def ServerMetadata(  # noqa: N802
         self, request: Any, grpc_context: Any
     ) -> v2.ServerMetadataResponse:
-        return v2.ServerMetadataResponse(name="orml-serve", version=_version(), extensions=[])
+        return v2.ServerMetadataResponse(**kserve_v2.server_metadata(kserve_v2.GRPC_EXTENSIONS))
 
     async def ModelReady(  # noqa: N802
         self, request: RawRequest | v2.ModelReadyRequest, grpc_context: Any
@@ -229,10 +229,3 @@ class GrpcIngress:
                 trailers.append(("retry-after", retry_after_header(after)))
             grpc_context.set_trailing_metadata(trailers)
             return empty()
-
-
-def _version() -> str:
-    try:
-        return version("orml-serve")
-    except PackageNotFoundError:
-        return "unknown"

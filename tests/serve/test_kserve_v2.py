@@ -13,7 +13,13 @@ import pytest
 from etr.features import N_FEATURES, features_from_orders
 from planner import generate_round
 from serve_app.error_answers import answer_for
-from serve_app.kserve_v2 import encode_infer, parse_infer
+from serve_app.kserve_v2 import (
+    HTTP_EXTENSIONS,
+    encode_infer,
+    http_status,
+    parse_infer,
+    server_metadata,
+)
 from serve_app.pipeline.errors import InvalidInput, TooLarge
 
 ROWS = np.arange(2 * N_FEATURES, dtype=np.float32).reshape(2, N_FEATURES) / 7
@@ -70,9 +76,25 @@ def test_triton_binary_tensors_in_and_out():
     ],
 )
 def test_a_malformed_request_is_a_4xx_naming_what_is_wrong(body, match):
+    """The rest of the API answers 422; the protocol's bad request is 400."""
     with pytest.raises(InvalidInput, match=match) as err:
         parse_infer(body, {}, 10)
     assert answer_for(err.value).http_status == 422
+    assert http_status(err.value) == 400
+
+
+def test_an_output_the_model_does_not_have_is_refused_naming_it():
+    body = request(ROWS.ravel().tolist(), outputs=[{"name": "minutes"}, {"name": "eta"}])
+    with pytest.raises(InvalidInput, match="output 'eta'"):
+        parse_infer(body, {}, 10)
+    assert parse_infer(request(ROWS.ravel().tolist(), outputs=[{"name": "minutes"}]), {}, 10)
+
+
+def test_the_server_metadata_names_the_server_and_its_extensions():
+    meta = server_metadata(HTTP_EXTENSIONS)
+    assert meta["name"] == "orml-serve" and meta["extensions"] == ["binary_tensor_data"]
+    assert isinstance(meta["version"], str) and meta["version"]
+    assert http_status(TooLarge("rows", 2, 1)) == 413
 
 
 def test_rows_past_the_limit_are_too_large():
@@ -117,6 +139,17 @@ def test_tritons_http_client_gets_the_minutes_of_v1_etr(serve_url):
     bad.set_data_from_numpy(np.zeros((1, 38), np.float32))
     with pytest.raises(Exception, match="shape"):
         client.infer("etr", [bad])
+    with pytest.raises(Exception, match="output 'eta'"):
+        client.infer("etr", [tensor], outputs=[triton.InferRequestedOutput("eta")])
+    server = client.get_server_metadata()
+    assert server["name"] == "orml-serve" and "binary_tensor_data" in server["extensions"]
+
+
+def test_a_malformed_v2_request_is_400_with_the_protocols_error_body(serve_url):
+    import httpx
+
+    got = httpx.post(f"{serve_url}/v2/models/etr/infer", content=b"{not json", timeout=30)
+    assert got.status_code == 400 and got.json() == {"error": "body: not JSON"}
 
 
 def grpc_request(features: np.ndarray, raw: bool = True, **extra):
