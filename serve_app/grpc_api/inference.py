@@ -29,7 +29,7 @@ def check_model(name: str) -> None:
 
 def infer_request(msg: v2.ModelInferRequest, max_rows: int) -> InferRequest:
     """The features of ``msg``. Raises InvalidInput naming what is wrong (another model,
-    input or datatype, a shape other than [B, 39], data of another size, a value that is not a
+    input, requested output or datatype, a shape other than [B, 39], data of another size, a value that is not a
     finite number) and TooLarge past ``max_rows`` rows."""
     check_model(msg.model_name)
     if len(msg.inputs) != 1:
@@ -45,6 +45,9 @@ def infer_request(msg: v2.ModelInferRequest, max_rows: int) -> InferRequest:
     rows = shape[0]
     if rows > max_rows:
         raise TooLarge("rows", rows, max_rows)
+    for wanted in msg.outputs:
+        if wanted.name != OUTPUT:
+            raise _bad("outputs", f"output {wanted.name!r}: the model has one output, {OUTPUT!r}")
     size = rows * N_FEATURES
     given = len(tensor.contents.fp32_contents)
     if msg.raw_input_contents:

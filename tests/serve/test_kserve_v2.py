@@ -186,6 +186,7 @@ def test_grpc_tensors_raw_or_typed_are_read_and_answered_raw(raw):
         (lambda m: m.raw_input_contents.__setitem__(0, b"\0" * 12), "bytes expected"),
         (lambda m: m.raw_input_contents.append(b""), "bytes expected"),
         (lambda m: m.inputs.add(name="features"), "one input"),
+        (lambda m: m.outputs.add(name="eta"), "output 'eta'"),
     ],
 )
 def test_a_malformed_grpc_infer_request_is_invalid_naming_what_is_wrong(edit, match):
