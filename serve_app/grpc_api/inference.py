@@ -29,8 +29,8 @@ def check_model(name: str) -> None:
 
 def infer_request(msg: v2.ModelInferRequest, max_rows: int) -> InferRequest:
     """The features of ``msg``. Raises InvalidInput naming what is wrong (another model,
-    input, requested output or datatype, a shape other than [B, 39], data of another size, a value that is not a
-    finite number) and TooLarge past ``max_rows`` rows."""
+    input, requested output or datatype, a shape other than [B, 39], data of another size, a
+    value that is not a finite number) and TooLarge past ``max_rows`` rows."""
     check_model(msg.model_name)
     if len(msg.inputs) != 1:
         raise _bad("inputs", f"one input, {INPUT!r}, is expected")
