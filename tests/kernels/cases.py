@@ -73,14 +73,17 @@ def random_batch(
     return routes.check(), orders.check()
 
 
-def contested_prices(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """A small assignment whose riders are contested: float32 prices [R, O] (R >= O, riders
-    and orders on a line, so near orders want the same riders; a third of the cases rounded
-    to ties; some pairs and some whole orders infeasible) and valid lower bounds on them,
-    from exact to loose, some infeasible pairs bounded at 0."""
+def contested_prices(
+    seed: int, orders: tuple[int, int] = (5, 16), spare: tuple[int, int] = (0, 10)
+) -> tuple[np.ndarray, np.ndarray]:
+    """An assignment whose riders are contested: float32 prices [R, O] (O drawn from
+    ``orders``, R = O + a draw from ``spare``; riders and orders on a line, so near orders
+    want the same riders; a third of the cases rounded to ties; some pairs and some whole
+    orders infeasible) and valid lower bounds on them, from exact to loose, some infeasible
+    pairs bounded at 0. Ranges are half-open, as ``Generator.integers``."""
     rng = np.random.default_rng(seed)
-    n_orders = int(rng.integers(5, 16))
-    n_riders = n_orders + int(rng.integers(0, 10))
+    n_orders = int(rng.integers(*orders))
+    n_riders = n_orders + int(rng.integers(*spare))
     noise = rng.uniform(0, rng.choice([1, 50, 300]), (n_riders, n_orders))
     cost = np.abs(rng.uniform(0, 1000, n_riders)[:, None] - rng.uniform(0, 1000, n_orders)) + noise
     if rng.random() < 0.3:

@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernels.assign import assign
-from kernels.certified_assign import DeviceCosts, HostBounds, certified_assign
+from kernels.certified_assign import (
+    DENSE_MIN_PAIRS,
+    DeviceCosts,
+    HostBounds,
+    certified_assign,
+)
 from kernels.insertion_bounds import insertion_lower_bounds
 from kernels.insertion_costs import insertion_costs
 from tests.kernels.cases import contested_prices, random_batch
@@ -88,13 +93,39 @@ def test_certified_answers_are_optimal_on_thousands_of_contested_cases(first):
         got = certified_assign(
             HostBounds(bound), lambda r, o, c=cost: c[r, o].astype(np.float64), first=first
         )
-        want = scipy_optimum(cost)
-        if got is None:
-            assert want[0] < np.isfinite(cost).any(axis=0).sum(), f"seed {seed}: None"
-            continue
-        n, total = objective(cost, got.rider_of)
-        assert n == want[0], f"seed {seed}"
-        assert total == pytest.approx(want[1], rel=1e-6, abs=1e-3), f"seed {seed}"
+        assert_scipy_optimum(cost, got, seed)
+
+
+def assert_scipy_optimum(cost: np.ndarray, got, seed: int) -> None:
+    """``got`` is SciPy's optimum of ``cost``; None only where the optimum leaves an order
+    that could take a rider."""
+    want = scipy_optimum(cost)
+    if got is None:
+        assert want[0] < np.isfinite(cost).any(axis=0).sum(), f"seed {seed}: None"
+        return
+    n, total = objective(cost, got.rider_of)
+    assert n == want[0], f"seed {seed}"
+    assert total == pytest.approx(want[1], rel=1e-6, abs=1e-3), f"seed {seed}"
+
+
+def test_contested_cases_past_the_size_gates_are_optimal_from_either_bound_source():
+    """Past ``DENSE_MIN_PAIRS`` (where widening may give up) and ``CERTIFIED_MIN_PAIRS`` (where
+    a round runs the certified pass): host bounds at first 1 and 24, and device-style prices
+    (the NumPy twins of the device scans), all SciPy's optimum."""
+    from planner.dispatch_round import CERTIFIED_MIN_PAIRS
+
+    for seed in range(60):
+        cost, bound = contested_prices(seed, orders=(100, 131), spare=(0, 60))
+        assert cost.size >= max(DENSE_MIN_PAIRS, CERTIFIED_MIN_PAIRS)
+        for first in (1, 24):
+            got = certified_assign(
+                HostBounds(bound.copy()),
+                lambda r, o, c=cost: c[r, o].astype(np.float64),
+                first=first,
+            )
+            assert_scipy_optimum(cost, got, seed)
+        prices = DeviceCosts(cost)
+        assert_scipy_optimum(cost, certified_assign(prices, prices.price), seed)
 
 
 @pytest.mark.parametrize(("riders", "orders", "seed"), [(300, 100, 1), (400, 150, 2), (60, 90, 3)])
