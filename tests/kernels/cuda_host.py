@@ -21,6 +21,34 @@ def nvcc() -> str | None:
     return shutil.which("nvcc")
 
 
+#: The GPU generations we place on, oldest and newest (T4 .. H100).
+ARCHES = ("sm_75", "sm_90")
+
+
+def compile_ptx(source: Path, out_dir: Path) -> dict[str, str]:
+    """PTX of ``source`` per ``ARCHES`` with the kernels' rounding (no fused multiply-add);
+    raises CalledProcessError naming nvcc's complaint."""
+    ptx = {}
+    for arch in ARCHES:
+        out = out_dir / f"{source.stem}_{arch}.ptx"
+        subprocess.run(
+            [
+                nvcc() or "nvcc",
+                "--fmad=false",
+                f"-arch={arch}",
+                "-ptx",
+                str(source),
+                "-o",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        ptx[arch] = out.read_text()
+    return ptx
+
+
 def _build(source: Path, out_dir: Path) -> Path:
     """A host harness built with the kernels' rounding (no fused multiply-add)."""
     exe = out_dir / source.stem

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +14,7 @@ from kernels.arrays import STOP_ARRAYS, RouteArrays
 from kernels.improve import improve, route_cost
 from kernels.schedule import schedule
 from planner import generate_round, pack_round
-from tests.kernels.cuda_host import build_improve_harness, nvcc, run_improve_harness
+from tests.kernels.cuda_host import build_improve_harness, compile_ptx, run_improve_harness
 
 
 def same_routes(a: RouteArrays, a_owner, b: RouteArrays, b_owner) -> bool:
@@ -99,15 +98,8 @@ def test_the_launcher_supplies_every_kernel_parameter():
 def test_the_cuda_search_compiles_for_hopper_and_turing(tmp_path: Path):
     unit = tmp_path / "improve_unit.cu"
     unit.write_text(source())
-    for arch in ("sm_75", "sm_90"):
-        ptx = tmp_path / f"improve_{arch}.ptx"
-        subprocess.run(
-            [nvcc(), "--fmad=false", f"-arch={arch}", "-ptx", str(unit), "-o", str(ptx)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        assert KERNEL_NAME in ptx.read_text()
+    for ptx in compile_ptx(unit, tmp_path).values():
+        assert KERNEL_NAME in ptx
 
 
 @pytest.mark.nvcc

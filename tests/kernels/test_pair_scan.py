@@ -4,7 +4,6 @@ compiles for the cards we place on without a GPU."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -13,29 +12,23 @@ import pytest
 from kernels._pair_scan_cuda import SOURCE
 from kernels._pair_scan_jit import below_serial, smallest_serial
 from kernels.certified_assign import ABS_TOL, REL_TOL, DeviceCosts, HostBounds, certified_assign
-from tests.kernels.cuda_host import nvcc
+from tests.kernels.cuda_host import compile_ptx
 
 
-def prices(seed: int, n_riders: int, n_orders: int) -> np.ndarray:
-    """float32[R, O] with ties (prices on a 10 s grid) and infeasible pairs."""
+def prices(seed: int, max_riders: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float32[R, O] (R up to ``max_riders``, O up to 300) with ties (prices on a 10 s grid)
+    and infeasible pairs, and duals u float64[O], v float64[R] (<= 0) cutting through them."""
     rng = np.random.default_rng(seed)
+    n_riders, n_orders = int(rng.integers(1, max_riders)), int(rng.integers(1, 300))
     cost = np.round(rng.uniform(0, 3000, (n_riders, n_orders)), -1).astype(np.float32)
     cost[rng.random(cost.shape) < 0.3] = np.inf
-    return cost
+    return cost, rng.uniform(0, 3000, n_orders), -rng.uniform(0, 500, n_riders)
 
 
 @pytest.mark.nvcc
 def test_the_scans_compile_for_hopper_and_turing(tmp_path: Path):
-    for arch in ("sm_75", "sm_90"):
-        ptx = tmp_path / f"pair_scan_{arch}.ptx"
-        subprocess.run(
-            [nvcc(), "--fmad=false", f"-arch={arch}", "-ptx", str(SOURCE), "-o", str(ptx)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        text = ptx.read_text()
-        assert "orml_top_candidates" in text and "orml_below_duals" in text
+    for ptx in compile_ptx(SOURCE, tmp_path).values():
+        assert "orml_top_candidates" in ptx and "orml_below_duals" in ptx
 
 
 @pytest.mark.gpu
@@ -45,18 +38,16 @@ def test_top_candidates_on_the_device_are_the_host_scans(seed):
 
     from kernels._pair_scan_cuda import top_candidates_cuda
 
-    rng = np.random.default_rng(seed)
-    n_riders, n_orders = int(rng.integers(1, 700)), int(rng.integers(1, 300))
-    cost = prices(seed, n_riders, n_orders)
+    cost, u, v = prices(seed, 700)
+    n_orders = cost.shape[1]
     bound_t = cupy.asarray(np.ascontiguousarray(cost.T))
     none = np.zeros(0)
     for k in (1, 7, 96):
         want = smallest_serial(cost, k, none, none, ABS_TOL, REL_TOL)
         got = top_candidates_cuda(bound_t, k, None, None, None, ABS_TOL, REL_TOL)
         assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True)), k
+    rng = np.random.default_rng(seed)
     orders = np.sort(rng.choice(n_orders, size=max(1, n_orders // 3), replace=False))
-    u = rng.uniform(0, 3000, n_orders)
-    v = -rng.uniform(0, 500, n_riders)
     sub = np.ascontiguousarray(cost[:, orders])
     rows, cols = smallest_serial(sub, 5, u[orders], v, ABS_TOL, REL_TOL)
     got = top_candidates_cuda(bound_t, 5, orders, u, v, ABS_TOL, REL_TOL)
@@ -70,11 +61,7 @@ def test_pairs_below_the_duals_on_the_device_are_the_host_scans(seed):
 
     from kernels._pair_scan_cuda import below_duals_cuda
 
-    rng = np.random.default_rng(seed)
-    n_riders, n_orders = int(rng.integers(1, 900)), int(rng.integers(1, 300))
-    cost = prices(seed, n_riders, n_orders)
-    u = rng.uniform(0, 1500, n_orders)
-    v = -rng.uniform(0, 500, n_riders)
+    cost, u, v = prices(seed, 900)
     rows, cols, count = below_serial(cost, u, v, ABS_TOL, REL_TOL, 1, cost.size)
     bound_t = cupy.asarray(np.ascontiguousarray(cost.T))
     n, rider, order = below_duals_cuda(bound_t, u, v, ABS_TOL, REL_TOL, cost.size)
