@@ -70,3 +70,14 @@ class WorkerLost(RuntimeError):
 
     def __reduce__(self):
         return (type(self), (self.why,))
+
+
+class VersionNotLoaded(LookupError):
+    """A model version asked for by name is not loaded in this replica."""
+
+    def __init__(self, version: str, loaded: list[str]) -> None:
+        super().__init__(f"version {version!r} is not loaded (loaded: {', '.join(loaded)})")
+        self.version, self.loaded = version, loaded
+
+    def __reduce__(self):
+        return (type(self), (self.version, self.loaded))

@@ -24,7 +24,7 @@ import contextlib
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,9 +32,10 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from actors.device import GuardSettings, replica_guard
-from actors.errors import DeadlinePassed
+from actors.errors import DeadlinePassed, VersionNotLoaded
 from actors.faults import replica_id
 from actors.model_metrics import ModelMetrics
+from actors.model_stats import ModelStats
 from actors.replica_load import ReplicaLoad
 from actors.scheduling import BatchQueue, OfflinePacing
 from domain import TrafficClass
@@ -153,6 +154,7 @@ class LoadedModel:
     sample: np.ndarray
     reference: np.ndarray
     metrics: ModelMetrics
+    stats: ModelStats = field(default_factory=ModelStats)
 
 
 def load_model(version: str | None, runtime: str) -> LoadedModel:
@@ -182,6 +184,8 @@ class _Pending:
     done_rows: int = 0
     started: bool = False
     model: LoadedModel | None = None  # the version serving when the request arrived
+    queue_ns: int = 0  # arrival to its first call
+    compute_ns: int = 0  # its calls' time
 
 
 class EtrBatcher:
@@ -225,7 +229,10 @@ class EtrBatcher:
         self._has_work: asyncio.Event | None = None
         self._runner: asyncio.Task[None] | None = None
         self._device: asyncio.Lock | None = None  # one model call at a time (created on the loop)
-        self._turn: list[tuple[LoadedModel, np.ndarray, TrafficClass, asyncio.Future[Any]]] = []
+        # (model, rows, class, arrival ns, its caller's future) of the requests of this turn
+        self._turn: list[
+            tuple[LoadedModel, np.ndarray, TrafficClass, int, asyncio.Future[Any]]
+        ] = []
 
     async def reconfigure(self, user_config: dict[str, Any]) -> None:
         """Apply ``user_config``: load the versions it names that are not loaded yet (in a
@@ -285,6 +292,7 @@ class EtrBatcher:
             **self.config.model_dump(),
             "model_version": self.serving.version if self.serving else None,
             "loaded_versions": sorted(self.models),
+            "stats": {v: m.stats.as_dict() for v, m in self.models.items()},
             "runtime": self.runtime.name,
             "replica": replica_id(),
             "healthy": self.guard.healthy,
@@ -296,26 +304,36 @@ class EtrBatcher:
         features: np.ndarray,
         traffic_class: str = TrafficClass.ONLINE,
         timeout_s: float = math.inf,
+        version: str | None = None,
     ) -> Prediction:
         """Minutes float32[k] for features float32[k, 39], and the version that computed them.
 
-        traffic_class : "online" rows go first; timeout_s : how long the caller still waits.
-        Raises ValueError on bad rows, DeviceUnhealthy after a device fault, DeadlinePassed if
-        the request expired before any of it ran.
+        traffic_class : "online" rows go first; timeout_s : how long the caller still waits;
+        version : a loaded version to answer with (None: the serving one). Raises ValueError
+        on bad rows, VersionNotLoaded for a version not loaded here, DeviceUnhealthy after a
+        device fault, DeadlinePassed if the request expired before any of it ran.
         """
         self.guard.ensure()
-        model = self.serving
-        assert model is not None
+        model = self.serving if version is None else self.models.get(version)
+        if model is None:
+            raise VersionNotLoaded(str(version), sorted(self.models))
         # Checked here, per request, so one caller's bad rows never fail a whole batch.
         features = check_features(np.asarray(features, np.float32), model.runtime.n_features)
-        return Prediction(
-            await self._minutes(features, TrafficClass(traffic_class), timeout_s, model),
-            model.version,
-        )
+        start = time.perf_counter_ns()
+        try:
+            minutes, queue_ns, compute_ns = await self._minutes(
+                features, TrafficClass(traffic_class), timeout_s, model
+            )
+        except Exception:
+            model.stats.failed(time.perf_counter_ns() - start)
+            raise
+        model.stats.answered(queue_ns, compute_ns, time.perf_counter_ns() - start)
+        return Prediction(minutes, model.version)
 
     async def _minutes(
         self, features: np.ndarray, cls: TrafficClass, timeout_s: float, model: LoadedModel
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, int, int]:
+        """(minutes float32[k], ns queued before the first call, ns of the calls)."""
         if cls is TrafficClass.ONLINE:
             self._pacing.saw_online(time.monotonic())
         if not self.config.batching:
@@ -354,7 +372,7 @@ class EtrBatcher:
         self._pending[key] = pending
         self._wake()
         try:
-            return await pending.future
+            return await pending.future, pending.queue_ns, pending.compute_ns
         except asyncio.CancelledError:  # the caller went away: its rows need not run
             self._queue.remove(key)
             self._pending.pop(key, None)
@@ -362,20 +380,22 @@ class EtrBatcher:
 
     async def _in_this_turn(
         self, features: np.ndarray, cls: TrafficClass, model: LoadedModel
-    ) -> np.ndarray:
+    ) -> tuple[np.ndarray, int, int]:
         """Inline calls batch what arrives in one turn of the event loop: the first request
         of a turn schedules the call for the end of it (``call_soon``), and the requests the
         loop runs before that join it. No wait, no thread: a call runs as soon as the loop
         has nothing else ready."""
-        future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        self._turn.append((model, features, cls, future))
+        future: asyncio.Future[tuple[np.ndarray, int, int]] = (
+            asyncio.get_running_loop().create_future()
+        )
+        self._turn.append((model, features, cls, time.perf_counter_ns(), future))
         if len(self._turn) == 1:
             asyncio.get_running_loop().call_soon(self._run_turn)
         return await future
 
     def _run_turn(self) -> None:
         turn, self._turn = self._turn, []
-        turn = [t for t in turn if not t[3].done()]  # cancelled callers need nothing run
+        turn = [t for t in turn if not t[4].done()]  # cancelled callers need nothing run
         turn.sort(key=lambda t: t[2].rank)  # online rows first
         limit = self.config.max_batch_size
         while turn:
@@ -384,11 +404,11 @@ class EtrBatcher:
                 batch.append(turn.pop(0))
                 rows += len(batch[-1][1])
             groups: dict[LoadedModel, list[int]] = {}
-            for k, (model, _, _, _) in enumerate(batch):
+            for k, (model, *_) in enumerate(batch):
                 groups.setdefault(model, []).append(k)
             calls = [(m, np.concatenate([batch[k][1] for k in ks])) for m, ks in groups.items()]
             online = any(t[2] is TrafficClass.ONLINE for t in batch)
-            t0 = time.perf_counter()
+            t0 = time.perf_counter_ns()
             try:
                 outs = self._run_model(
                     calls, TrafficClass.ONLINE if online else TrafficClass.OFFLINE
@@ -398,15 +418,18 @@ class EtrBatcher:
                     if not future.done():
                         future.set_exception(exc)
                 continue
-            compute_ms = (time.perf_counter() - t0) * 1e3
+            compute_ns = time.perf_counter_ns() - t0
             for (model, rows_in), out, ks in zip(calls, outs, groups.values(), strict=True):
-                model.metrics.observe(0.0, compute_ms, len(rows_in))
+                model.metrics.observe(0.0, compute_ns / 1e6, len(rows_in))
+                model.stats.executed(len(rows_in), compute_ns)
                 offset = 0
                 for k in ks:
-                    n = len(batch[k][1])
-                    if not batch[k][3].done():
-                        batch[k][3].set_result(out[offset : offset + n])
-                    offset += n
+                    _, rows_k, _, arrived, future = batch[k]
+                    if not future.done():
+                        future.set_result(
+                            (out[offset : offset + len(rows_k)], t0 - arrived, compute_ns)
+                        )
+                    offset += len(rows_k)
 
     def _offline_cap(self) -> int:
         return self._pacing.offline_cap(time.monotonic(), self.config.max_batch_size)
@@ -416,11 +439,13 @@ class EtrBatcher:
 
     async def _run_alone(
         self, features: np.ndarray, cls: TrafficClass, model: LoadedModel
-    ) -> np.ndarray:
-        t0 = time.perf_counter()
+    ) -> tuple[np.ndarray, int, int]:
+        t0 = time.perf_counter_ns()
         out = await self._call_model([(model, features)], cls)
-        model.metrics.observe(0.0, (time.perf_counter() - t0) * 1e3, len(features))
-        return out[0]
+        compute_ns = time.perf_counter_ns() - t0
+        model.metrics.observe(0.0, compute_ns / 1e6, len(features))
+        model.stats.executed(len(features), compute_ns)
+        return out[0], 0, compute_ns
 
     async def _call_model(
         self, calls: list[tuple[LoadedModel, np.ndarray]], cls: TrafficClass
@@ -484,7 +509,7 @@ class EtrBatcher:
             models.append(pending.model)
             groups.setdefault(pending.model, []).append(pending.features[s.start : s.stop])
         calls = [(m, p[0] if len(p) == 1 else np.concatenate(p)) for m, p in groups.items()]
-        start, started_at = time.perf_counter(), time.monotonic()
+        start, started_at = time.perf_counter_ns(), time.monotonic()
         try:
             online = any(
                 self._pending[s.key].traffic_class is TrafficClass.ONLINE for s in batch.slices
@@ -498,10 +523,11 @@ class EtrBatcher:
                 if pending is not None and not pending.future.done():
                     pending.future.set_exception(exc)
             return
-        compute_ms = (time.perf_counter() - start) * 1e3
+        compute_ns = time.perf_counter_ns() - start
         answers: dict[LoadedModel, tuple[np.ndarray, int]] = {}
         for (model, rows), out in zip(calls, outs, strict=True):
-            model.metrics.observe(None, compute_ms, len(rows))
+            model.metrics.observe(None, compute_ns / 1e6, len(rows))
+            model.stats.executed(len(rows), compute_ns)
             answers[model] = (out, 0)
         for s, model in zip(batch.slices, models, strict=True):
             out, offset = answers[model]
@@ -512,7 +538,9 @@ class EtrBatcher:
                 continue
             if not pending.started:
                 pending.started = True
-                model.metrics.observe((started_at - pending.enqueued) * 1e3, None, None)
+                pending.queue_ns = int((started_at - pending.enqueued) * 1e9)
+                model.metrics.observe(pending.queue_ns / 1e6, None, None)
+            pending.compute_ns += compute_ns
             pending.out[s.start : s.stop] = part
             pending.done_rows += s.rows
             if pending.done_rows == len(pending.out):

@@ -10,6 +10,8 @@ from etr.repository import ModelArtifact
 from etr.runtime import EtrRuntime
 
 RuntimeName = Literal["auto", "tensorrt", "cupy", "onnxruntime", "numpy"] | str
+#: The runtimes whose model runs on the CPU (the others own a GPU).
+CPU_RUNTIMES = frozenset({"onnxruntime", "numpy"})
 
 
 def load_runtime(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from serve_app.pipeline.errors import Unavailable
@@ -60,12 +61,39 @@ class DeploymentStatus:
         state = await self.states()
         return "reason" not in state and bool(state["etr"]["healthy"])
 
-    async def etr_metadata(self) -> tuple[list[str], str]:
-        """The ETR model's (versions, platform); Unavailable while the deployments' state
-        cannot be read."""
+    async def etr_model(self) -> EtrModelState:
+        """The ETR model as the Etr deployment describes it; Unavailable while the
+        deployments' state cannot be read."""
         state = await self.states()
         if "reason" in state:
             raise Unavailable(state["reason"])
         etr = state["etr"]
-        versions = [str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]]
-        return versions, str(etr.get("runtime", "onnx"))
+        return EtrModelState(
+            versions=tuple(str(v) for v in etr.get("loaded_versions") or [etr["model_version"]]),
+            serving=str(etr["model_version"]),
+            runtime=str(etr.get("runtime", "onnxruntime")),
+            ready=bool(etr["healthy"]),
+            max_batch_size=int(etr.get("max_batch_size", 1)),
+            batch_wait_timeout_s=float(etr.get("batch_wait_timeout_s", 0.0)),
+            batching=bool(etr.get("batching", True)),
+            stats={str(v): d for v, d in (etr.get("stats") or {}).items()},
+        )
+
+
+@dataclass(frozen=True)
+class EtrModelState:
+    """What the Etr deployment says of its model. versions : loaded, sorted; serving : the
+    version that answers a request naming none; runtime : ``etr.runtime`` name; ready : its
+    health; max_batch_size, batch_wait_timeout_s, batching : its batcher's knobs (rows per
+    model call, seconds); stats : per loaded version, ``actors.model_stats.ModelStats``
+    as a dict (the process that computes the model: this ingress, or the replica that
+    answered)."""
+
+    versions: tuple[str, ...]
+    serving: str
+    runtime: str
+    ready: bool
+    max_batch_size: int
+    batch_wait_timeout_s: float
+    batching: bool
+    stats: dict[str, dict[str, Any]] = field(default_factory=dict)

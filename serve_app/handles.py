@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 from ray.serve.handle import DeploymentHandle
 
+from actors.errors import VersionNotLoaded
 from domain import DispatchWeights
 from etr import Prediction
 from planner.dispatch_round import Assigned, RoundArrays
 from planner.pdptw.instance import PdptwInstance
 from serve_app.failover import Failover
 from serve_app.pipeline.context import CallContext
-from serve_app.pipeline.errors import InvalidInput
+from serve_app.pipeline.errors import InvalidInput, NotFound
 
 #: Calls carrying more array bytes than this go through the object store (see module doc).
 BY_REFERENCE_BYTES = 1 << 20
@@ -108,7 +109,9 @@ class EtrHandle:
 
     computes_here = False  # a hop away
 
-    async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+    async def predict(
+        self, features: np.ndarray, ctx: CallContext, version: str | None = None
+    ) -> Prediction:
         self.calls += 1
         handle = self.handle
         if features.nbytes > BY_REFERENCE_BYTES:
@@ -117,12 +120,14 @@ class EtrHandle:
             got: Prediction = await self.failover.call(
                 "Etr.predict",
                 lambda: handle.predict.remote(
-                    features, ctx.traffic_class.value, max(0.0, ctx.remaining_s())
+                    features, ctx.traffic_class.value, max(0.0, ctx.remaining_s()), version
                 ),
                 ctx,
             )
         except ValueError as exc:  # the replica's check of the feature rows
             raise InvalidInput.at(("features",), str(exc)) from exc
+        except VersionNotLoaded as exc:
+            raise NotFound(f"ETR model {exc}") from exc
         self._version = got.model_version
         return got
 

@@ -11,12 +11,13 @@ own listener (``serve_app.lean_listener``) where HAProxy's lanes send their requ
 import uuid
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
+from starlette.exceptions import HTTPException
 
-from serve_app import schemas
+from serve_app import kserve_v2, schemas
 from serve_app.body_limit import BodyLimit
 from serve_app.direct_routes import DirectRoutes
 from serve_app.error_answers import (
@@ -26,11 +27,11 @@ from serve_app.error_answers import (
     retry_after_header,
     retry_after_s,
 )
-from serve_app.http_routes import ENDPOINT_OF_PATH, ROUTES
+from serve_app.http_routes import ROUTES, app_path, body_endpoint
 from serve_app.openapi import document_request_bodies
 from serve_app.pipeline import FieldError, InvalidInput
 from serve_app.pipeline.context import safe_request_id
-from serve_app.pipeline.errors import Unauthenticated
+from serve_app.pipeline.errors import ServingError, Unauthenticated
 from serve_app.pipeline.limits import Limits
 from serve_app.request_metrics import RequestMetrics
 
@@ -39,23 +40,32 @@ DESCRIPTION = "Food-delivery dispatch rounds (OR route planning + ETR model) on 
 
 
 async def error_answer(request: Request, exc: Exception) -> Response:
-    """Every error, every route: the status and detail from ``serve_app.error_answers``."""
+    """Every error, every route: the status and detail from ``serve_app.error_answers``;
+    under ``/v2`` the Open Inference Protocol's body, ``{"error": "..."}``, and its 400 for a
+    malformed request (``kserve_v2.http_status``)."""
+    v2 = app_path(request.scope).startswith(kserve_v2.PREFIX)
     if isinstance(exc, HTTPException):
-        return JSONResponse({"detail": exc.detail}, exc.status_code, exc.headers)
+        body = {"error": str(exc.detail)} if v2 else {"detail": exc.detail}
+        return JSONResponse(body, exc.status_code, exc.headers)
     if isinstance(exc, RequestValidationError):
         exc = InvalidInput([FieldError(tuple(e["loc"]), e["msg"], e["type"]) for e in exc.errors()])
     request_id = safe_request_id(request.headers.get("x-request-id")) or uuid.uuid4().hex
-    content: dict[str, Any] = {"detail": detail_for(exc, request_id)}
+    detail = detail_for(exc, request_id)
+    content: dict[str, Any] = {"detail": detail}
     headers = {}
     answer = answer_for(exc)
-    if answer.http_status == 500:
+    status = answer.http_status
+    if status == 500:
         content["request_id"] = request_id
+    if v2:
+        content = {"error": str(exc) if isinstance(exc, ServingError) else str(detail)}
+        status = kserve_v2.http_status(exc)
     after = retry_after_s(exc)
     if after is not None:
         headers["Retry-After"] = retry_after_header(after)
     if isinstance(exc, Unauthenticated):
         headers["WWW-Authenticate"] = 'Bearer realm="orml-serve"'
-    return JSONResponse(content, answer.http_status, headers)
+    return JSONResponse(content, status, headers)
 
 
 def build_http_app(endpoints: Any, limits: Limits) -> FastAPI:
@@ -98,8 +108,6 @@ def build_http_app(endpoints: Any, limits: Limits) -> FastAPI:
         routes={(r.method, r.path): getattr(endpoints, r.handler) for r in ROUTES if r.direct},
         on_error=error_answer,
     )
-    app.add_middleware(
-        BodyLimit, limit=lambda path: limits.body_bytes(ENDPOINT_OF_PATH.get(path, "other"))
-    )
+    app.add_middleware(BodyLimit, limit=lambda path: limits.body_bytes(body_endpoint(path)))
     app.add_middleware(RequestMetrics)
     return app

@@ -13,9 +13,9 @@ from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse, Response
 
 from domain import TrafficClass
+from etr import versions
 from serve_app import http_edge, kserve_v2
-from serve_app.deployment_status import DeploymentStatus
-from serve_app.error_answers import retry_after_header, retry_after_s
+from serve_app.deployment_status import DeploymentStatus, EtrModelState
 from serve_app.pipeline import (
     Admission,
     CallContext,
@@ -25,7 +25,6 @@ from serve_app.pipeline import (
     SolveCall,
 )
 from serve_app.pipeline.api_keys import ApiKeys
-from serve_app.pipeline.errors import ServingError
 from serve_app.pipeline.limits import Limits
 from serve_app.request_contexts import RequestContexts
 from serve_app.round_decoder import RoundDecoder
@@ -119,6 +118,7 @@ class HttpEndpoints:
         return JSONResponse(status_code=200 if ready else 503, content=why)
 
     # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
+    # Errors raise as on every route; under /v2 they answer the protocol's way (http_app).
     async def v2_live(self) -> dict[str, bool]:
         return {"live": True}
 
@@ -129,26 +129,51 @@ class HttpEndpoints:
         ready = await self.status.ready()
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 
-    async def v2_model_ready(self) -> JSONResponse:
-        ready = await self.status.etr_ready()
-        return JSONResponse({"name": "etr", "ready": ready}, status_code=200 if ready else 503)
+    async def _v2_model(self, request: Request) -> tuple[EtrModelState, str]:
+        """The ETR model's state and the version the path names (the serving one where it
+        names none), behind the etr endpoint's key; NotFound for another model or version."""
+        self.api_keys.check("etr", request.headers.get("authorization"))
+        state = await self.status.etr_model()
+        model, version = request.path_params["model"], request.path_params.get("version", "")
+        return state, kserve_v2.resolve_version(state, model, version)
+
+    async def v2_model_ready(self, request: Request) -> JSONResponse:
+        state, version = await self._v2_model(request)
+        return JSONResponse(
+            {"name": kserve_v2.MODEL, "version": version, "ready": state.ready},
+            status_code=200 if state.ready else 503,
+        )
 
     async def v2_model_metadata(self, request: Request) -> JSONResponse:
-        try:
-            self.api_keys.check("etr", request.headers.get("authorization"))
-            versions, platform = await self.status.etr_metadata()
-        except ServingError as exc:
-            return _v2_error(exc)
-        return JSONResponse(kserve_v2.model_metadata(versions, platform))
+        state, _ = await self._v2_model(request)
+        return JSONResponse(kserve_v2.model_metadata(state))
+
+    async def v2_model_config(self, request: Request) -> JSONResponse:
+        state, _ = await self._v2_model(request)
+        return JSONResponse(kserve_v2.model_config(state, self.limits.max_orders))
+
+    async def v2_statistics(self, request: Request) -> JSONResponse:
+        self.api_keys.check("etr", request.headers.get("authorization"))
+        state = await self.status.etr_model()
+        params = request.path_params
+        return JSONResponse(
+            kserve_v2.model_statistics(state, params.get("model", ""), params.get("version", ""))
+        )
+
+    async def v2_repository_index(self, request: Request) -> JSONResponse:
+        self.api_keys.check("etr", request.headers.get("authorization"))
+        ready_only = kserve_v2.parse_index_request(await request.body())
+        state = await self.status.etr_model()
+        return JSONResponse(kserve_v2.repository_index(state, versions("etr"), ready_only))
 
     async def v2_infer(self, request: Request) -> Response:
-        try:
-            ctx = self._context(request, TrafficClass.ONLINE, "etr")
-            body = await request.body()
-            call = kserve_v2.parse_infer(body, request.headers, self.limits.max_orders)
-            got = await self.pipeline.etr_features(call.features, ctx)
-        except ServingError as exc:
-            return _v2_error(exc)
+        ctx = self._context(request, TrafficClass.ONLINE, "etr")
+        # No state asked for: a version not loaded is the model's NotFound.
+        kserve_v2.check_model(request.path_params["model"])
+        body = await request.body()
+        call = kserve_v2.parse_infer(body, request.headers, self.limits.max_orders)
+        version = request.path_params.get("version") or None
+        got = await self.pipeline.etr_features(call.features, ctx, version)
         content, headers = kserve_v2.encode_infer(got.minutes, got.model_version, call)
         return Response(content, headers=headers)
 
@@ -178,12 +203,3 @@ class HttpEndpoints:
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)
         )
-
-
-def _v2_error(exc: ServingError) -> JSONResponse:
-    """The protocol's error body, ``{"error": ...}``, at the protocol's status."""
-    headers = {}
-    after = retry_after_s(exc)
-    if after is not None:
-        headers["Retry-After"] = retry_after_header(after)
-    return JSONResponse({"error": str(exc)}, kserve_v2.http_status(exc), headers)

@@ -11,6 +11,7 @@ cannot create a new metric series per distinct path it sends.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,18 +83,33 @@ ROUTES: tuple[HttpRoute, ...] = (
     ),
     HttpRoute("GET", "/healthz", "healthz", "The ingress process is alive"),
     HttpRoute("GET", "/readyz", "readyz", "Models loaded, warm and healthy (503 until then)"),
-    # The Open Inference Protocol (KServe v2) for the ETR model (serve_app.kserve_v2).
+    # The Open Inference Protocol (KServe v2) for the ETR model (serve_app.kserve_v2), with
+    # Triton's model configuration, repository index and statistics extensions. Paths naming
+    # a model also take a version (``.../versions/{version}/...``); ``/v2/models/stats`` comes
+    # before ``/v2/models/{model}``, which would take it for a model's name.
     HttpRoute("GET", "/v2", "v2_server_metadata", "KServe v2: server name, version, extensions"),
     HttpRoute("GET", "/v2/health/live", "v2_live", "KServe v2: the server is alive"),
     HttpRoute("GET", "/v2/health/ready", "v2_ready", "KServe v2: the server is ready (as /readyz)"),
-    HttpRoute("GET", "/v2/models/etr/ready", "v2_model_ready", "KServe v2: the ETR model is ready"),
-    HttpRoute("GET", "/v2/models/etr", "v2_model_metadata", "KServe v2: the ETR model's metadata"),
+    HttpRoute("GET", "/v2/models/stats", "v2_statistics", "Triton: every model's statistics"),
     HttpRoute(
-        "POST",
-        "/v2/models/etr/infer",
-        "v2_infer",
-        "KServe v2: ETR minutes for a features tensor",
-        endpoint="etr",
+        "POST", "/v2/repository/index", "v2_repository_index", "Triton: the models and versions"
+    ),
+    *(
+        route
+        for base in ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
+        for route in (
+            HttpRoute("GET", base, "v2_model_metadata", "KServe v2: a model's metadata"),
+            HttpRoute("GET", f"{base}/ready", "v2_model_ready", "KServe v2: a model is ready"),
+            HttpRoute("GET", f"{base}/config", "v2_model_config", "Triton: a model's config"),
+            HttpRoute("GET", f"{base}/stats", "v2_statistics", "Triton: a model's statistics"),
+            HttpRoute(
+                "POST",
+                f"{base}/infer",
+                "v2_infer",
+                "KServe v2: ETR minutes for a features tensor",
+                endpoint="etr",
+            ),
+        )
     ),
     HttpRoute("GET", "/admin/status", "admin_status", "Operators: state", public=False),
     HttpRoute(
@@ -101,15 +117,37 @@ ROUTES: tuple[HttpRoute, ...] = (
     ),
 )
 
-#: POST routes with a body, and the endpoint each is (``Limits.body_bytes``, API keys).
-ENDPOINT_OF_PATH = {r.path: r.endpoint for r in ROUTES if r.endpoint is not None}
 #: The admission lane of each POST route (``Pipeline``: both ETR routes share the etr lane).
 LANE_OF_PATH = {r.path: r.lane for r in ROUTES if r.lane is not None}
-#: Paths without a body, served as themselves (FastAPI's documentation among them).
-OTHER_PATHS = frozenset(
-    {r.path for r in ROUTES if r.endpoint is None} | {"/docs", "/redoc", "/openapi.json"}
-)
+#: Paths served besides the table's: FastAPI's documentation.
+DOC_PATHS = frozenset({"/docs", "/redoc", "/openapi.json"})
 UNMATCHED = "unmatched"
+_EXACT = {r.path: r for r in ROUTES if "{" not in r.path}
+#: Routes whose path has parameters, in the table's order (FastAPI's order of matching).
+_TEMPLATES = [
+    (re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(r.path)) + "$"), r)
+    for r in ROUTES
+    if "{" in r.path
+]
+
+
+def match_route(path: str) -> HttpRoute | None:
+    """The route of a path below the application's prefix, or None (any method: the body
+    limit and the labels are per path)."""
+    route = _EXACT.get(path)
+    if route is not None:
+        return route
+    for pattern, route in _TEMPLATES:
+        if pattern.match(path):
+            return route
+    return None
+
+
+def body_endpoint(path: str) -> str:
+    """The endpoint whose body limit applies to a request of ``path`` ("other": none of the
+    table's)."""
+    route = match_route(path)
+    return route.endpoint if route is not None and route.endpoint is not None else "other"
 
 
 def app_path(scope: dict[str, Any]) -> str:
@@ -121,11 +159,15 @@ def app_path(scope: dict[str, Any]) -> str:
 
 
 def route_label(scope: dict[str, Any]) -> str:
-    """The metric label of a request: its route's path, or ``UNMATCHED``."""
+    """The metric label of a request: its route's path (a template where it has parameters),
+    or ``UNMATCHED``."""
     path = app_path(scope)
-    if path in ENDPOINT_OF_PATH or path in OTHER_PATHS or path.startswith("/docs/"):
-        return path if not path.startswith("/docs/") else "/docs/*"
-    return UNMATCHED
+    if path in DOC_PATHS:
+        return path
+    if path.startswith("/docs/"):
+        return "/docs/*"
+    route = match_route(path)
+    return route.path if route is not None else UNMATCHED
 
 
 def lane_capacities(admission: Any) -> dict[str, int]:

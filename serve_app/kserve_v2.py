@@ -28,17 +28,22 @@ from typing import Any
 import numpy as np
 
 from etr.features import N_FEATURES
+from etr.select import CPU_RUNTIMES
+from serve_app.deployment_status import EtrModelState
 from serve_app.error_answers import answer_for
-from serve_app.pipeline.errors import InvalidInput, ServingError, TooLarge
+from serve_app.pipeline.errors import InvalidInput, NotFound, TooLarge
 
+PREFIX = "/v2"
 MODEL = "etr"
 INPUT = "features"
 OUTPUT = "minutes"
 HEADER_LENGTH = "inference-header-content-length"
 SERVER = "orml-serve"
 #: Triton's protocol extensions each transport implements (``GET /v2``, ``ServerMetadata``).
-HTTP_EXTENSIONS = ("binary_tensor_data",)
-GRPC_EXTENSIONS: tuple[str, ...] = ()
+#: (The repository index is served, but not its load and unload: "model_repository" is not
+#: claimed.)
+HTTP_EXTENSIONS = ("binary_tensor_data", "model_configuration", "statistics")
+GRPC_EXTENSIONS = ("model_configuration", "statistics")
 
 
 def server_version() -> str:
@@ -54,7 +59,7 @@ def server_metadata(extensions: tuple[str, ...]) -> dict[str, Any]:
     return {"name": SERVER, "version": server_version(), "extensions": list(extensions)}
 
 
-def http_status(exc: ServingError) -> int:
+def http_status(exc: BaseException) -> int:
     """The protocol's HTTP status of an error: 400 for a malformed request (the protocol's
     "bad request"), else the error table's."""
     return 400 if isinstance(exc, InvalidInput) else answer_for(exc).http_status
@@ -191,12 +196,157 @@ def encode_infer(
     }
 
 
-def model_metadata(versions: list[str], platform: str) -> dict[str, Any]:
+#: Triton's (platform, backend) of each ETR runtime that Triton also runs; others by their name.
+TRITON_PLATFORMS = {
+    "onnxruntime": ("onnxruntime_onnx", "onnxruntime"),
+    "tensorrt": ("tensorrt_plan", "tensorrt"),
+}
+
+
+def platform_of(runtime: str) -> tuple[str, str]:
+    """(platform, backend) of an ETR runtime, in Triton's names where Triton has one."""
+    return TRITON_PLATFORMS.get(runtime, (runtime, runtime))
+
+
+def check_model(model: str) -> None:
+    """NotFound unless ``model`` is the ETR model's name."""
+    if model != MODEL:
+        raise NotFound(f"Request for unknown model: {model!r} is not found")
+
+
+def resolve_version(state: EtrModelState, model: str, version: str) -> str:
+    """The loaded version a request names (``""``: the serving one). Raises NotFound for a
+    model other than the ETR model or a version not loaded."""
+    check_model(model)
+    if not version:
+        return state.serving
+    if version not in state.versions:
+        raise NotFound(
+            f"Request for unknown model: {MODEL!r} version {version} is not found "
+            f"(loaded: {', '.join(state.versions)})"
+        )
+    return version
+
+
+def model_metadata(state: EtrModelState) -> dict[str, Any]:
     """``GET /v2/models/etr``: name, versions, platform, the input and the output."""
     return {
         "name": MODEL,
-        "versions": versions,
-        "platform": platform,
+        "versions": list(state.versions),
+        "platform": platform_of(state.runtime)[0],
         "inputs": [{"name": INPUT, "datatype": "FP32", "shape": [-1, N_FEATURES]}],
         "outputs": [{"name": OUTPUT, "datatype": "FP32", "shape": [-1]}],
     }
+
+
+def model_config(state: EtrModelState, max_rows: int) -> dict[str, Any]:
+    """``GET /v2/models/etr/config``: Triton's model configuration (its JSON form, as
+    ``tritonclient`` and ``perf_analyzer`` read it). max_batch_size : the rows one request may
+    carry (``max_rows``; the batcher splits it into model calls of at most the deployment's
+    ``max_batch_size``); the input is [39] and the output [1] reshaped to [] per row, so a
+    request's shapes are [B, 39] and [B]; dynamic batching with the batcher's wait and call
+    size, or none where batching is off."""
+    platform, backend = platform_of(state.runtime)
+    config: dict[str, Any] = {
+        "name": MODEL,
+        "platform": platform,
+        "backend": backend,
+        "version_policy": {
+            "specific": {"versions": [int(v) for v in state.versions if v.isdigit()]}
+        },
+        "max_batch_size": max_rows,
+        "input": [{"name": INPUT, "data_type": "TYPE_FP32", "dims": [N_FEATURES]}],
+        "output": [
+            {"name": OUTPUT, "data_type": "TYPE_FP32", "dims": [1], "reshape": {"shape": []}}
+        ],
+        "instance_group": [
+            {"name": MODEL, "kind": "KIND_CPU" if state.runtime in CPU_RUNTIMES else "KIND_GPU"}
+        ],
+    }
+    if state.batching:
+        config["dynamic_batching"] = {
+            "preferred_batch_size": [state.max_batch_size],
+            "max_queue_delay_microseconds": round(state.batch_wait_timeout_s * 1e6),
+        }
+    return config
+
+
+def model_statistics(state: EtrModelState, model: str, version: str) -> dict[str, Any]:
+    """``GET /v2/models/stats`` (``model`` and ``version`` ""), ``/v2/models/etr/stats``
+    (every loaded version) or ``.../versions/V/stats``: Triton's statistics, from the totals
+    the process computing the model keeps (``actors.model_stats``). Raises NotFound as
+    ``resolve_version``."""
+    if model or version:
+        resolve_version(state, model, version)
+    versions = [version] if version else list(state.versions)
+    stats = []
+    for v in versions:
+        totals = state.stats.get(v, {})
+        inference = totals.get("inference_stats", {})
+        zero = {"count": 0, "ns": 0}
+        stats.append(
+            {
+                "name": MODEL,
+                "version": v,
+                "last_inference": totals.get("last_inference", 0),
+                "inference_count": totals.get("inference_count", 0),
+                "execution_count": totals.get("execution_count", 0),
+                "inference_stats": {
+                    key: inference.get(key, zero)
+                    for key in (
+                        "success",
+                        "fail",
+                        "queue",
+                        "compute_input",
+                        "compute_infer",
+                        "compute_output",
+                        "cache_hit",
+                        "cache_miss",
+                    )
+                },
+                "batch_stats": [
+                    {
+                        "batch_size": b["batch_size"],
+                        "compute_input": zero,
+                        "compute_infer": b["compute_infer"],
+                        "compute_output": zero,
+                    }
+                    for b in totals.get("batch_stats", [])
+                ],
+            }
+        )
+    return {"model_stats": stats}
+
+
+def parse_index_request(body: bytes) -> bool:
+    """Whether a repository index request (empty, or ``{"ready": bool}``) asks for the ready
+    models only; InvalidInput otherwise."""
+    if not body.strip():
+        return False
+    try:
+        request = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise _bad("not JSON") from None
+    ready = request.get("ready", False) if isinstance(request, dict) else None
+    if not isinstance(ready, bool):
+        raise _bad('a repository index request is {"ready": true|false} or empty')
+    return ready
+
+
+def repository_index(state: EtrModelState, on_disk: list[str], ready_only: bool) -> list[dict]:
+    """``POST /v2/repository/index``: each version of the ETR model, loaded ("READY") or in
+    the repository only ("UNAVAILABLE", ``orml models load`` loads it); ``ready_only``
+    lists the loaded ones."""
+    index = []
+    for v in sorted(set(on_disk) | set(state.versions), key=_version_order):
+        if v in state.versions:
+            index.append({"name": MODEL, "version": v, "state": "READY"})
+        elif not ready_only:
+            index.append(
+                {"name": MODEL, "version": v, "state": "UNAVAILABLE", "reason": "unloaded"}
+            )
+    return index
+
+
+def _version_order(version: str) -> tuple[int, str]:
+    return (int(version), "") if version.isdigit() else (1 << 62, version)

@@ -24,15 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from actors.errors import DeadlinePassed, DeviceUnhealthy
+from actors.errors import DeadlinePassed, DeviceUnhealthy, VersionNotLoaded
 from actors.etr_batcher import EtrBatcher, EtrUserConfig
 from etr import Prediction
+from etr.select import CPU_RUNTIMES
 from serve_app.handles import EtrHandle
 from serve_app.pipeline.context import CallContext
-from serve_app.pipeline.errors import DeadlineExceeded, InvalidInput, Unavailable
-
-#: The Etr replicas' runtimes that run on the CPU: their model can be computed here as well.
-CPU_RUNTIMES = frozenset({"onnxruntime", "numpy"})
+from serve_app.pipeline.errors import DeadlineExceeded, InvalidInput, NotFound, Unavailable
 
 
 class LocalEtr:
@@ -67,17 +65,21 @@ class LocalEtr:
         readiness check)."""
         return self.local is not None
 
-    async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+    async def predict(
+        self, features: np.ndarray, ctx: CallContext, version: str | None = None
+    ) -> Prediction:
         await self._follow()
         if self.local is None:
-            return await self.remote.predict(features, ctx)
+            return await self.remote.predict(features, ctx, version)
         self.calls += 1
         try:
             return await self.local.predict(
-                features, ctx.traffic_class.value, max(0.0, ctx.remaining_s())
+                features, ctx.traffic_class.value, max(0.0, ctx.remaining_s()), version
             )
         except ValueError as exc:  # the rows' own check
             raise InvalidInput.at(("features",), str(exc)) from exc
+        except VersionNotLoaded as exc:
+            raise NotFound(f"ETR model {exc}") from exc
         except DeadlinePassed as exc:
             raise DeadlineExceeded(f"Etr (in the ingress): {exc}") from exc
         except DeviceUnhealthy as exc:
@@ -101,7 +103,10 @@ class LocalEtr:
         ETR request without loading a model on it (tens of MB and a model load otherwise)."""
         await self._follow()
         state = await self.remote.ready()
-        return {**state, "computed_in": "ingress" if self.computes_here else "deployment"}
+        if self.local is None:
+            return {**state, "computed_in": "deployment"}
+        # The statistics of the model computed here (the replicas' copies stay idle).
+        return {**state, "stats": self.local.ready()["stats"], "computed_in": "ingress"}
 
     async def _follow(self) -> None:
         """Decide where the model runs (once), and keep the local copy on the Etr

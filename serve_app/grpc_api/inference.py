@@ -9,11 +9,15 @@ every client of the protocol reads.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+from google.protobuf import json_format
 
 from etr.features import N_FEATURES
+from serve_app.deployment_status import EtrModelState
 from serve_app.grpc_api import kserve_v2_pb2 as v2
-from serve_app.kserve_v2 import INPUT, MODEL, OUTPUT, InferRequest, model_metadata
+from serve_app.kserve_v2 import INPUT, MODEL, OUTPUT, InferRequest, check_model, model_metadata
 from serve_app.pipeline.errors import InvalidInput, TooLarge
 
 
@@ -21,16 +25,11 @@ def _bad(where: str, what: str) -> InvalidInput:
     return InvalidInput.at((where,), what)
 
 
-def check_model(name: str) -> None:
-    """InvalidInput naming ``name`` unless it is the ETR model's."""
-    if name != MODEL:
-        raise _bad("model_name", f"no model {name!r}: this server serves {MODEL!r}")
-
-
 def infer_request(msg: v2.ModelInferRequest, max_rows: int) -> InferRequest:
-    """The features of ``msg``. Raises InvalidInput naming what is wrong (another model,
-    input, requested output or datatype, a shape other than [B, 39], data of another size, a
-    value that is not a finite number) and TooLarge past ``max_rows`` rows."""
+    """The features of ``msg``. Raises NotFound for another model, InvalidInput naming what
+    is wrong (another input, requested output or datatype, a shape other than [B, 39], data
+    of another size, a value that is not a finite number) and TooLarge past ``max_rows``
+    rows."""
     check_model(msg.model_name)
     if len(msg.inputs) != 1:
         raise _bad("inputs", f"one input, {INPUT!r}, is expected")
@@ -83,9 +82,9 @@ def infer_response(
     )
 
 
-def metadata_response(versions: list[str], platform: str) -> v2.ModelMetadataResponse:
+def metadata_response(state: EtrModelState) -> v2.ModelMetadataResponse:
     """The ETR model's metadata, as ``GET /v2/models/etr`` gives it."""
-    meta = model_metadata(versions, platform)
+    meta = model_metadata(state)
     tensor = v2.ModelMetadataResponse.TensorMetadata
     return v2.ModelMetadataResponse(
         name=meta["name"],
@@ -94,3 +93,20 @@ def metadata_response(versions: list[str], platform: str) -> v2.ModelMetadataRes
         inputs=[tensor(**t) for t in meta["inputs"]],
         outputs=[tensor(**t) for t in meta["outputs"]],
     )
+
+
+# Triton's extensions: the HTTP routes' JSON (``serve_app.kserve_v2``) read into the messages,
+# whose fields carry the JSON's names, so both transports answer from one statement.
+def config_response(config: dict[str, Any]) -> v2.ModelConfigResponse:
+    """``kserve_v2.model_config``'s dict as Triton's ``ModelConfigResponse``."""
+    return v2.ModelConfigResponse(config=json_format.ParseDict(config, v2.ModelConfig()))
+
+
+def statistics_response(stats: dict[str, Any]) -> v2.ModelStatisticsResponse:
+    """``kserve_v2.model_statistics``'s dict as Triton's ``ModelStatisticsResponse``."""
+    return json_format.ParseDict(stats, v2.ModelStatisticsResponse())
+
+
+def index_response(index: list[dict[str, Any]]) -> v2.RepositoryIndexResponse:
+    """``kserve_v2.repository_index``'s list as Triton's ``RepositoryIndexResponse``."""
+    return json_format.ParseDict({"models": index}, v2.RepositoryIndexResponse())

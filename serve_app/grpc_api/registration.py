@@ -36,6 +36,9 @@ INFERENCE_METHODS: dict[str, tuple[type[Any], type[Any]]] = {
     "ModelReady": (v2.ModelReadyRequest, v2.ModelReadyResponse),
     "ModelMetadata": (v2.ModelMetadataRequest, v2.ModelMetadataResponse),
     "ModelInfer": (v2.ModelInferRequest, v2.ModelInferResponse),
+    "ModelConfig": (v2.ModelConfigRequest, v2.ModelConfigResponse),
+    "ModelStatistics": (v2.ModelStatisticsRequest, v2.ModelStatisticsResponse),
+    "RepositoryIndex": (v2.RepositoryIndexRequest, v2.RepositoryIndexResponse),
 }
 
 

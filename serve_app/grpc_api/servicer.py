@@ -19,6 +19,7 @@ from google.protobuf.message import DecodeError, Message
 from pydantic import ValidationError
 
 from domain import TrafficClass
+from etr import versions
 from serve_app import kserve_v2
 from serve_app.deployment_status import DeploymentStatus
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
@@ -33,6 +34,7 @@ from serve_app.pipeline import (
     InvalidInput,
     TooLarge,
 )
+from serve_app.pipeline.errors import NotFound, Unavailable
 from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
 
 R = TypeVar("R", bound=Message)
@@ -122,8 +124,13 @@ class GrpcIngress:
         self, request: RawRequest | v2.ModelReadyRequest, grpc_context: Any
     ) -> v2.ModelReadyResponse:
         async def run(ctx: None) -> v2.ModelReadyResponse:
-            inference.check_model(self._parse(request, v2.ModelReadyRequest).name)
-            return v2.ModelReadyResponse(ready=await self.status.etr_ready())
+            msg = self._parse(request, v2.ModelReadyRequest)
+            try:  # as Triton: a model or version not served is not ready, not an error
+                state = await self.status.etr_model()
+                kserve_v2.resolve_version(state, msg.name, msg.version)
+            except (NotFound, Unavailable):
+                return v2.ModelReadyResponse(ready=False)
+            return v2.ModelReadyResponse(ready=state.ready)
 
         # No endpoint: no context (no key, no deadline), as the HTTP route.
         return await self._answer(
@@ -134,11 +141,53 @@ class GrpcIngress:
         self, request: RawRequest | v2.ModelMetadataRequest, grpc_context: Any
     ) -> v2.ModelMetadataResponse:
         async def run(ctx: CallContext) -> v2.ModelMetadataResponse:
-            inference.check_model(self._parse(request, v2.ModelMetadataRequest).name)
-            return inference.metadata_response(*await self.status.etr_metadata())
+            msg = self._parse(request, v2.ModelMetadataRequest)
+            state = await self.status.etr_model()
+            kserve_v2.resolve_version(state, msg.name, msg.version)
+            return inference.metadata_response(state)
 
         return await self._answer(
             grpc_context, "etr", TrafficClass.ONLINE, v2.ModelMetadataResponse, run
+        )
+
+    async def ModelConfig(  # noqa: N802
+        self, request: RawRequest | v2.ModelConfigRequest, grpc_context: Any
+    ) -> v2.ModelConfigResponse:
+        async def run(ctx: CallContext) -> v2.ModelConfigResponse:
+            msg = self._parse(request, v2.ModelConfigRequest)
+            state = await self.status.etr_model()
+            kserve_v2.resolve_version(state, msg.name, msg.version)
+            config = kserve_v2.model_config(state, self.args.limits.max_orders)
+            return inference.config_response(config)
+
+        return await self._answer(
+            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelConfigResponse, run
+        )
+
+    async def ModelStatistics(  # noqa: N802
+        self, request: RawRequest | v2.ModelStatisticsRequest, grpc_context: Any
+    ) -> v2.ModelStatisticsResponse:
+        async def run(ctx: CallContext) -> v2.ModelStatisticsResponse:
+            msg = self._parse(request, v2.ModelStatisticsRequest)
+            state = await self.status.etr_model()
+            stats = kserve_v2.model_statistics(state, msg.name, msg.version)
+            return inference.statistics_response(stats)
+
+        return await self._answer(
+            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelStatisticsResponse, run
+        )
+
+    async def RepositoryIndex(  # noqa: N802
+        self, request: RawRequest | v2.RepositoryIndexRequest, grpc_context: Any
+    ) -> v2.RepositoryIndexResponse:
+        async def run(ctx: CallContext) -> v2.RepositoryIndexResponse:
+            msg = self._parse(request, v2.RepositoryIndexRequest)
+            state = await self.status.etr_model()
+            index = kserve_v2.repository_index(state, versions("etr"), msg.ready)
+            return inference.index_response(index)
+
+        return await self._answer(
+            grpc_context, "etr", TrafficClass.ONLINE, v2.RepositoryIndexResponse, run
         )
 
     async def ModelInfer(  # noqa: N802
@@ -147,7 +196,8 @@ class GrpcIngress:
         async def run(ctx: CallContext) -> v2.ModelInferResponse:
             msg = self._parse(request, v2.ModelInferRequest)
             call = inference.infer_request(msg, self.args.limits.max_orders)
-            got = await self.pipeline.etr_features(call.features, ctx)
+            # No state asked for: a version not loaded is the model's NotFound.
+            got = await self.pipeline.etr_features(call.features, ctx, msg.model_version or None)
             return inference.infer_response(got.minutes, got.model_version, call)
 
         return await self._answer(

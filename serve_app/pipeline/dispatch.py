@@ -303,11 +303,14 @@ class Pipeline:
             return moved.prediction
         return Prediction(np.asarray(got["minutes"], np.float32), got["model_version"])
 
-    async def etr_features(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+    async def etr_features(
+        self, features: np.ndarray, ctx: CallContext, version: str | None = None
+    ) -> Prediction:
         """ETR minutes float32[k] for features float32[k, 39], and their version (the Python
-        API)."""
+        API, the Open Inference Protocol). version : a loaded version to answer with (None:
+        the serving one); NotFound when it is not loaded."""
         async with await self.admission.acquire("etr", ctx):
-            return await self._cached_predict(features, ctx)
+            return await self._cached_predict(features, ctx, version)
 
     async def _etr_minutes(
         self, orders: Sequence[Order], utc_offset_s: float, ctx: CallContext
@@ -315,22 +318,25 @@ class Pipeline:
         features = features_from_orders(orders, utc_offset_s=utc_offset_s)
         return await self._cached_predict(features, ctx)
 
-    async def _cached_predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+    async def _cached_predict(
+        self, features: np.ndarray, ctx: CallContext, pinned: str | None = None
+    ) -> Prediction:
         """Cached rows and computed rows of one version. Keys are built for the version
-        believed to serve; when a replica computes the misses with another (a roll is under
-        way), nothing is stored and the lookup starts over under that version's keys.
+        asked for (``pinned``), else the one believed to serve; when a replica computes the
+        misses with another (a roll is under way), nothing is stored and the lookup starts
+        over under that version's keys.
 
         A model computed in this process is not cached by row: keying and looking up a row
         costs more than computing it in a batch."""
         if self.cache is None or len(features) == 0 or self.etr.computes_here:
-            return await self.etr.predict(features, ctx)
+            return await self.etr.predict(features, ctx, pinned)
         quant = self.cache.quant
         for _ in range(VERSION_TRIES):
-            version = await self.etr.model_version()
+            version = pinned or await self.etr.model_version()
             keys = [cache_key("etr", f"v{version}", row, quant) for row in features]
 
             async def compute_missing(idx: list[int], version: str = version) -> list[float]:
-                got = await self.etr.predict(features[idx], ctx)
+                got = await self.etr.predict(features[idx], ctx, pinned)
                 if got.model_version != version:
                     raise _VersionMoved(got.model_version)
                 return [float(m) for m in got.minutes]

@@ -119,6 +119,10 @@ class BodyTimeout(ServingError):
     client that trickles or stops sending its body gives its admission slot back."""
 
 
+class NotFound(ServingError):
+    """A model or a model version this server does not serve (404 / NOT_FOUND)."""
+
+
 class Unavailable(ServingError):
     """No healthy replica could answer in time (503 + Retry-After / UNAVAILABLE)."""
 

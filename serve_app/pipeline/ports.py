@@ -40,9 +40,12 @@ class Solver(Protocol):
 
 
 class EtrModel(Protocol):
-    async def predict(self, features: np.ndarray, ctx: CallContext) -> Prediction:
+    async def predict(
+        self, features: np.ndarray, ctx: CallContext, version: str | None = None
+    ) -> Prediction:
         """Minutes float32[k] for features float32[k, 39], and the version that computed them
-        (one version for the whole answer)."""
+        (one version for the whole answer). version : a loaded version to answer with (None:
+        the serving one); NotFound when it is not loaded."""
         ...
 
     async def model_version(self) -> str:

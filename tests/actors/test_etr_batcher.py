@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from actors.errors import DeadlinePassed
+from actors.errors import DeadlinePassed, VersionNotLoaded
 from actors.etr_batcher import EtrBatcher
 from etr import load_artifact, load_runtime
 
@@ -194,3 +194,43 @@ def test_warm_versions_stay_loaded_and_a_missing_version_changes_nothing(replica
     with pytest.raises(FileNotFoundError, match="no version '9'"):
         reconfigure(replica, {"model_version": "9"})
     assert replica.serving is kept and sorted(replica.models) == ["1", "2"]
+
+
+@pytest.mark.parametrize("inline_calls", [False, True])
+def test_a_loaded_version_named_by_a_request_answers_it_and_counts_its_statistics(inline_calls):
+    replica = EtrBatcher("onnxruntime", {}, inline_calls=inline_calls)
+    reconfigure(replica, {"model_version": "2", "warm_versions": ["1"], "max_batch_size": 8})
+    v1 = load_runtime(load_artifact("etr", "1"), "onnxruntime")
+    parts = [ROWS[k : k + 5] for k in range(0, 30, 5)]  # 6 requests of 5 rows: calls of <= 8
+
+    async def go():
+        return await asyncio.gather(*(replica.predict(p, version="1") for p in parts))
+
+    for part, got in zip(parts, asyncio.run(go()), strict=True):
+        assert got.model_version == "1"
+        np.testing.assert_allclose(got.minutes, v1.predict(part), rtol=1e-6)
+    stats = replica.ready()["stats"]
+    one = stats["1"]
+    assert one["inference_stats"]["success"]["count"] == 6
+    assert one["inference_count"] == 30  # rows
+    assert sum(b["compute_infer"]["count"] for b in one["batch_stats"]) == one["execution_count"]
+    assert max(b["batch_size"] for b in one["batch_stats"]) <= 8
+    assert one["inference_stats"]["compute_infer"]["ns"] > 0 and one["last_inference"] > 0
+    assert stats["2"]["inference_count"] == 0  # the serving version was not asked
+    with pytest.raises(VersionNotLoaded, match="'3' is not loaded"):
+        asyncio.run(replica.predict(ROWS[:2], version="3"))
+    with pytest.raises(ValueError):
+        asyncio.run(replica.predict(ROWS[:2, :5], version="1"))
+    # a refused request is refused before it counts; one that fails running counts as failed
+    assert replica.ready()["stats"]["1"]["inference_stats"]["fail"]["count"] == 0
+
+
+def test_a_request_whose_model_call_fails_counts_as_failed(replica):
+    def broken(calls, cls):
+        raise RuntimeError("device lost")
+
+    replica._run_model = broken
+    with pytest.raises(RuntimeError, match="device lost"):
+        asyncio.run(replica.predict(ROWS[:3]))
+    stats = replica.ready()["stats"][replica.serving.version]["inference_stats"]
+    assert stats["fail"]["count"] == 1 and stats["success"]["count"] == 0

@@ -168,6 +168,21 @@ def test_a_roll_v1_v2_v1_under_load_drops_nothing_and_every_answer_names_its_ver
     assert etr_replicas(dashboard) == replicas
     assert httpx.get(f"{url}/readyz", timeout=10).json()["etr"]["loaded_versions"] == ["1", "2"]
 
+    # Both versions loaded: the Open Inference Protocol's versioned paths answer with each.
+    import tritonclient.http as triton
+
+    client = triton.InferenceServerClient(url.removeprefix("http://"))
+    orders, _, want = etr_requests(1)[0]
+    tensor = triton.InferInput("features", [len(orders), 39], "FP32")
+    tensor.set_data_from_numpy(features_from_orders(orders))
+    for version in ("2", "1", "2"):
+        got = client.infer("etr", [tensor], model_version=version)
+        assert got.get_response()["model_version"] == version
+        np.testing.assert_allclose(got.as_numpy("minutes"), want[version], rtol=1e-5)
+    index = client.get_model_repository_index()
+    assert [(m["version"], m["state"]) for m in index] == [("1", "READY"), ("2", "READY")]
+    assert client.get_model_config("etr")["version_policy"] == {"specific": {"versions": [1, 2]}}
+
     refused = orml_models("unload", "1", dashboard=dashboard)
     assert refused.returncode == 2 and "is serving" in refused.stderr
     assert served(orml_models("unload", "2", dashboard=dashboard))["warm_versions"] == []

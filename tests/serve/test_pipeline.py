@@ -53,9 +53,11 @@ class FakeEtr:
         self.calls, self.rows = 0, 0
         self.serving = self.seen = "1"
 
-    async def predict(self, features, ctx):
+    async def predict(self, features, ctx, version=None):
         self.calls += 1
         self.rows += len(features)
+        if version is not None:  # a pinned version answers, whatever serves
+            return Prediction(RUNTIMES[version].predict(features), version)
         self.seen = self.serving
         return Prediction(RUNTIMES[self.serving].predict(features), self.serving)
 
@@ -226,6 +228,26 @@ def test_a_roll_under_the_cache_answers_from_one_version_and_never_files_under_a
     assert all(l1.get(k) is not None for k in keys("2", rows))
     for k, want in zip(keys("1", rows[:6]), RUNTIMES["1"].predict(rows[:6]), strict=True):
         assert decode(l1.get(k))["v"] == pytest.approx(float(want))
+
+
+def test_a_version_named_by_the_caller_answers_and_caches_under_that_version_only():
+    """v2 serves; a call pinned to v1 is answered by v1 and filed under v1's keys, and a second
+    pinned call is answered from the cache."""
+    rows = features_from_orders(generate_round(0, 5, seed=6).orders)
+    etr = FakeEtr()
+    etr.serving = etr.seen = "2"
+    p = pipeline(FakeSolver(), etr, cache=True)
+    l1 = p.cache.levels.l1
+
+    async def go():
+        return [await p.etr_features(rows, CallContext.start(10), "1") for _ in range(2)]
+
+    first, second = asyncio.run(go())
+    assert first.model_version == second.model_version == "1"
+    np.testing.assert_allclose(second.minutes, RUNTIMES["1"].predict(rows), atol=1e-5)
+    assert etr.calls == 1  # the second from the cache
+    assert all(l1.get(cache_key("etr", "v1", r, p.cache.quant)) is not None for r in rows)
+    assert all(l1.get(cache_key("etr", "v2", r, p.cache.quant)) is None for r in rows)
 
 
 def test_every_weight_survives_the_trip_through_the_api_schema():
