@@ -119,6 +119,7 @@ class OrSolverDeployment:
             "reason": self.guard.reason,
             # Answers are the same either way; a warming replica is only slower.
             "kernel_warming": compiled.warming(),
+            "kernel_stage": compiled.warming_stage(),
         }
 
     def inject_fault(self, kind: str) -> dict[str, Any]:

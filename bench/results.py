@@ -188,6 +188,25 @@ def peer_triton(data: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def triton_clients(data: dict[str, Any]) -> list[Row]:
+    table, base = data["summary"], "v1 HTTP (httpx)"
+    rows = []
+    for kind in ("v2 HTTP (tritonclient)", "v2 gRPC (tritonclient)"):
+        for c, got in table[kind].items():
+            ref = table[base][c]
+            rows.append(
+                (
+                    f"ETR via {kind}, concurrency {c} (p50 / p99 {got['p50_ms']:.1f} / "
+                    f"{got['p99_ms']:.1f} ms, {got['errors']} errors)",
+                    f"{got['rps']:,.0f}/s",
+                    f"{ref['rps']:,.0f}/s (p99 {ref['p99_ms']:.1f} ms)",
+                    "the same order through /v1/etr (httpx)",
+                    f"{got['rps'] / ref['rps']:.2f}x",
+                )
+            )
+    return rows
+
+
 RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "kernels_rounds": kernels_rounds,
     "big_round": big_round,
@@ -196,6 +215,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "first_request": first_request,
     "slow_and_dead": slow_and_dead,
     "peer_triton": peer_triton,
+    "triton_clients": triton_clients,
 }
 #: The README's headline rows: (bench, row index).
 HEADLINE = (

@@ -24,6 +24,7 @@ from pathlib import Path
 
 # Set from ``defer`` or ``warm_up_in_background`` until the compiled builds are loaded.
 _warming = threading.Event()
+_stage = ""  # what the warm-up does now, in words ("" when it is not running)
 
 _REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,8 +40,15 @@ def warming() -> bool:
     return _warming.is_set()
 
 
-def warm_up() -> None:
-    """Compile (or load from Numba's on-disk cache) every compiled build, in this process."""
+def warming_stage() -> str:
+    """What the background warm-up does now, e.g. "build 3/7: assign";
+    "" when none runs."""
+    return _stage
+
+
+def warm_up(announce: bool = False) -> None:
+    """Compile (or load from Numba's on-disk cache) every compiled build, in this process;
+    ``announce`` prints each build's name before it (a line each, for a parent to follow)."""
     from kernels._assign_jit import warm_up as warm_assign
     from kernels._improve_jit import warm_up as warm_improve
     from kernels._insertion_bounds_jit import warm_up as warm_bounds
@@ -49,13 +57,19 @@ def warm_up() -> None:
     from kernels._schedule_jit import warm_up as warm_schedule
     from kernels._sparse_assign_jit import warm_up as warm_sparse
 
-    warm_insertion()
-    warm_bounds()
-    warm_assign()
-    warm_scans()
-    warm_sparse()
-    warm_schedule()
-    warm_improve()
+    builds = [
+        ("insertion_costs", warm_insertion),
+        ("insertion_lower_bounds", warm_bounds),
+        ("assign", warm_assign),
+        ("pair scans", warm_scans),
+        ("sparse assignment", warm_sparse),
+        ("schedule", warm_schedule),
+        ("improve", warm_improve),
+    ]
+    for k, (name, build) in enumerate(builds, 1):
+        if announce:
+            print(f"{k}/{len(builds)}: {name}", flush=True)
+        build()
 
 
 def warm_up_in_background() -> threading.Thread:
@@ -68,16 +82,31 @@ def warm_up_in_background() -> threading.Thread:
     _warming.set()
 
     def run() -> None:
+        global _stage
         try:
-            subprocess.run(
-                [sys.executable, "-c", "from kernels.compiled import warm_up; warm_up()"],
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    "from kernels.compiled import warm_up; warm_up(announce=True)",
+                ],
                 cwd=_REPO_ROOT,
-                check=False,
-                capture_output=True,
-                timeout=600,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
             )
+            assert child.stdout is not None
+            # A build already in Numba's cache loads in moments: the names pass by quickly.
+            for line in child.stdout:
+                _stage = f"build {line.strip()}"
+            try:
+                child.wait(timeout=600)
+            except subprocess.TimeoutExpired:
+                child.kill()
+            _stage = "loading the compiled builds"
             warm_up()
         finally:
+            _stage = ""
             _warming.clear()
 
     thread = threading.Thread(target=run, name="orml-jit-warm-up", daemon=True)

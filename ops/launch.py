@@ -8,7 +8,10 @@ and answers /readyz.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,94 @@ from ops import local, ports
 
 class Interrupted(Exception):
     """The start was asked to stop (SIGTERM or SIGINT) before the app was ready."""
+
+
+class StartProgress:
+    """What a start is doing and for how long, told through ``say`` (a line each): every step
+    as it begins, a wait's state whenever it changes, and the last line again ("still") once
+    ``every_s`` passed without one, from a thread of its own, so a step that blocks (Ray's
+    start) is told too. ``close`` ends that thread."""
+
+    def __init__(self, say: Callable[[str], None], every_s: float = 4.0) -> None:
+        self._say, self.every_s = say, every_s
+        self.started = time.monotonic()
+        self._last_at, self._last = time.monotonic(), ""
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._ticker: threading.Thread | None = None
+
+    def step(self, msg: str) -> None:
+        with self._lock:
+            self._tell(msg)
+        if self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="orml-start", daemon=True)
+            self._ticker.start()
+
+    def waiting(self, state: str) -> None:
+        """``state`` of a wait, told when it changed (the ticker repeats it)."""
+        if state != self._last:
+            self.step(state)
+
+    def close(self) -> None:
+        """End the ticker and wait for it (no thread of ours left running into an exit)."""
+        self._done.set()
+        if self._ticker is not None:
+            self._ticker.join()
+
+    def _tell(self, msg: str) -> None:
+        self._last_at, self._last = time.monotonic(), msg
+        self._say(f"[{time.monotonic() - self.started:5.1f} s] {msg}")
+
+    def _tick(self) -> None:
+        while not self._done.wait(0.25):
+            with self._lock:
+                if time.monotonic() - self._last_at >= self.every_s and not self._done.is_set():
+                    self._tell(self._last.removesuffix(" (still)") + " (still)")
+
+
+def deployments_state(app: Any) -> str:
+    """'Ingress 1/1, OrSolver 0/1 (STARTING 1), Etr 1/1': each deployment's running
+    replicas (Serve's ``ApplicationStatusOverview``)."""
+    parts = []
+    for name, dep in (app.deployments or {}).items():
+        states = {str(k).rsplit(".", 1)[-1]: v for k, v in (dep.replica_states or {}).items()}
+        running, total = states.get("RUNNING", 0), sum(states.values())
+        others = ", ".join(f"{k} {v}" for k, v in states.items() if k != "RUNNING")
+        parts.append(f"{name} {running}/{total}" + (f" ({others})" if others else ""))
+    return ", ".join(parts) or "no deployments yet"
+
+
+def readiness_state(why: dict[str, Any]) -> str:
+    """What /readyz's answer says the app still waits for, in words."""
+    if "reason" in why:
+        return str(why["reason"])
+    waits = []
+    solver, etr = why.get("or_solver") or {}, why.get("etr") or {}
+    if solver.get("kernel_warming"):
+        stage = solver.get("kernel_stage") or "starting"
+        waits.append(f"the solver's compiled kernels: {stage} (Numba; cached for later starts)")
+    elif not solver.get("healthy", True):
+        waits.append("the solver's device check")
+    if not etr.get("healthy", True):
+        waits.append("the ETR model loading")
+    return "waiting for " + " and ".join(waits) if waits else "ready"
+
+
+class _DropRayNoise(logging.Filter):
+    """Ray's start-up lines that say nothing to act on here: the token warning (the dashboard
+    line says how to log in) and the Ray address file being rewritten (this start records its
+    own, on purpose)."""
+
+    NOISE = ("Token authentication is enabled", "Overwriting previous Ray address")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.NOISE)
+
+
+def quiet_ray_start_noise() -> None:
+    """Drop ``_DropRayNoise``'s lines from Ray's loggers in this process."""
+    for name in ("ray._private.authentication.authentication_token_setup", "ray._private.utils"):
+        logging.getLogger(name).addFilter(_DropRayNoise())
 
 
 @dataclass(frozen=True)
@@ -51,11 +142,43 @@ def launch(
     num_cpus: int | None = None,
     timeout_s: float = 180.0,
     stop: local.StopRequest | None = None,
+    progress: StartProgress | None = None,
 ) -> Launched:
     """Start Ray (dashboard on 127.0.0.1), deploy the config fitted to this machine, wait
-    until it runs and is ready. RuntimeError when a port is taken or the deploy fails;
-    Interrupted as soon as ``stop`` is set (what has started is left for ``local.stop``)."""
+    until it runs and is ready, telling ``progress`` each step and, while waiting, each
+    state. RuntimeError when a port is taken or the deploy fails; Interrupted as soon as
+    ``stop`` is set (what has started is left for ``local.stop``)."""
     stop = stop or local.StopRequest()
+    progress = progress or StartProgress(lambda _msg: None)
+    try:
+        return _launch(
+            config_path,
+            throughput_mode,
+            port,
+            grpc_port,
+            dashboard_port,
+            metrics_port,
+            num_cpus,
+            timeout_s,
+            stop,
+            progress,
+        )
+    finally:
+        progress.close()
+
+
+def _launch(
+    config_path: Path,
+    throughput_mode: bool,
+    port: int | None,
+    grpc_port: int | None,
+    dashboard_port: int,
+    metrics_port: int,
+    num_cpus: int | None,
+    timeout_s: float,
+    stop: local.StopRequest,
+    progress: StartProgress,
+) -> Launched:
     local.import_ray_keeping_signals()  # first: a SIGTERM during ray.init must stop, not abort
     import ray
     from ray.serve.context import _get_global_client
@@ -77,6 +200,7 @@ def launch(
         }
     )
     _interruptible(stop)
+    progress.step("starting Ray ...")
     endpoints = local.start(
         num_cpus=num_cpus,
         throughput_mode=throughput_mode,
@@ -95,18 +219,26 @@ def launch(
     write_ray_address(ray.get_runtime_context().gcs_address)
     _interruptible(stop)
     resources = ray.cluster_resources()
+    progress.step(
+        f"Ray is up ({resources.get('CPU', 0):.0f} CPUs, {resources.get('GPU', 0):.0f} GPUs); "
+        f"the app will answer at {endpoints.http} (HTTP) and {endpoints.grpc} (gRPC) once "
+        "ready"
+    )
     fitted, notes = fit_to_machine(raw, resources.get("CPU", 1.0), resources.get("GPU", 0.0))
     config = ServeDeploySchema.model_validate(fitted)
     _get_global_client().deploy_apps(config, _blocking=False)
+    progress.step(f"deploying {', '.join(a.name for a in config.applications)} ...")
     deadline = time.monotonic() + timeout_s
-    wait_running([a.name for a in config.applications], timeout_s, stop)
+    wait_running([a.name for a in config.applications], timeout_s, stop, progress)
     for app in config.applications:
         _interruptible(stop)
         local.wait_ready(
             endpoints.http + (app.route_prefix or "/"),
             max(1.0, deadline - time.monotonic()),
             stop=stop,
+            on_wait=lambda why: progress.waiting(readiness_state(why)),
         )
+    progress.step("ready")
     _interruptible(stop)
     return Launched(endpoints, notes, cache_decision(raw))
 
@@ -147,9 +279,14 @@ def app_lanes(raw: dict[str, Any]) -> dict[str, int]:
     return {}
 
 
-def wait_running(names: list[str], timeout_s: float, stop: local.StopRequest | None = None) -> None:
-    """Block until every named application is RUNNING; RuntimeError on failure or timeout,
-    Interrupted once ``stop`` is set."""
+def wait_running(
+    names: list[str],
+    timeout_s: float,
+    stop: local.StopRequest | None = None,
+    progress: StartProgress | None = None,
+) -> None:
+    """Block until every named application is RUNNING, telling ``progress`` the replicas'
+    states; RuntimeError on failure or timeout, Interrupted once ``stop`` is set."""
     from ray import serve
 
     deadline = time.monotonic() + timeout_s
@@ -164,4 +301,9 @@ def wait_running(names: list[str], timeout_s: float, stop: local.StopRequest | N
             raise RuntimeError(f"deploy failed: {failed}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"applications not running after {timeout_s} s: {states}")
+        if progress is not None:
+            progress.waiting(
+                "replicas starting: "
+                + "; ".join(deployments_state(apps[n]) for n in names if n in apps)
+            )
         time.sleep(0.5)

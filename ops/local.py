@@ -21,7 +21,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -305,10 +305,14 @@ class StopRequest:
 
 
 def wait_ready(
-    url: str, timeout_s: float = 120.0, stop: StopRequest | None = None
+    url: str,
+    timeout_s: float = 120.0,
+    stop: StopRequest | None = None,
+    on_wait: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Poll ``url``/readyz until it answers 200 (models loaded, warm, healthy); its JSON.
-    RuntimeError with the last answer after ``timeout_s``, or as soon as ``stop`` is set."""
+    ``on_wait`` gets each 503's JSON (what the app still waits for). RuntimeError with the
+    last answer after ``timeout_s``, or as soon as ``stop`` is set."""
     import httpx
 
     deadline = time.monotonic() + timeout_s
@@ -321,8 +325,12 @@ def wait_ready(
             if r.status_code == 200:
                 return r.json()
             last = r.text
+            if on_wait is not None and r.headers.get("content-type") == "application/json":
+                on_wait(r.json())
         except httpx.HTTPError as exc:
             last = repr(exc)
+            if on_wait is not None:
+                on_wait({"reason": "the HTTP proxy does not answer yet"})
         time.sleep(0.2)
     raise RuntimeError(f"{url} not ready after {timeout_s} s: {last[:500]}")
 

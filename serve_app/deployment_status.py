@@ -50,7 +50,9 @@ class DeploymentStatus:
         )
         return ready, {
             "ready": ready,
-            "or_solver": {k: or_state[k] for k in ("healthy", "kernel_warming")},
+            "or_solver": {
+                k: or_state.get(k) for k in ("healthy", "kernel_warming", "kernel_stage")
+            },
             "etr": {k: etr_state[k] for k in ("healthy", "model_version", "loaded_versions")},
         }
 

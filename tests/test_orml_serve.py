@@ -4,7 +4,9 @@ at start instead of failing later."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -77,6 +79,13 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
             time.sleep(1)
         out = (tmp_path / "serve.log").read_text()
         assert "/v1/routes/solve" in out and "gRPC" in out
+        # The start talks: a line of progress at least every 5 s until ready, none of Ray's
+        # token warning or address rewrite.
+        times = [float(t) for t in re.findall(r"^\[\s*([\d.]+) s\]", out, re.M)]
+        assert times and out.count("] ready") == 1, out[-3000:]
+        assert max(b - a for a, b in itertools.pairwise([0.0, *times])) <= 5.0, times
+        assert "Token authentication is enabled" not in out
+        assert "Overwriting previous Ray address" not in out
         # Ready was waited for before the banner; on a loaded host a replica's readiness answer
         # can still take longer than readiness_timeout_s for a moment (503), so poll briefly.
         ready, until = 0, time.monotonic() + 60

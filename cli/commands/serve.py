@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
     print("starting ...", flush=True)
 
     from ops import local
-    from ops.launch import launch
+    from ops.launch import StartProgress, launch, quiet_ray_start_noise
+
+    quiet_ray_start_noise()
 
     stop = local.StopRequest()  # not a threading.Event: set from a signal handler
 
@@ -81,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             dashboard_port=args.dashboard_port,
             metrics_port=args.metrics_port,
             stop=stop,
+            progress=StartProgress(lambda line: print(line, flush=True)),
         )
     except BaseException as exc:
         # A signal during start-up: as a stop request (`stop`), inside ray.init as Ray's
@@ -90,13 +93,17 @@ def run(args: argparse.Namespace) -> int:
             local.stop_if_started()
             raise
         print("stopping during start-up ...", flush=True)
-        return _stopped(local.stop_if_started())
+        local.stop_if_started()
+        # Ray's core worker, torn down in the middle of ray.init, can crash the interpreter's
+        # own finalization afterwards (seen: SIGSEGV after "stopped", a SIGTERM 4 s into a
+        # start): everything is stopped and removed by now, so the process ends here.
+        return _stopped(cleanly=False)
     ep = launched.endpoints
     for note in launched.notes:
         print(f"sized for this machine: {note}")
     print(f"API        {ep.http}   POST /v1/dispatch, /v1/etr, /v1/etr/bulk, /v1/routes/solve")
     print(f"Health     {ep.http}   GET /healthz (alive), /readyz (warm); /admin/status")
-    print(f"KServe v2  {ep.http}   /v2/health/ready, GET /v2/models/etr, POST .../etr/infer")
+    print(f"KServe v2  {ep.http}   /v2/models/etr[/versions/N]/infer, /config, /stats")
     print(f"OpenAPI    {ep.http}/docs")
     print(f"gRPC       {ep.grpc}   orml.v1.Orml (serve_app/grpc_api/orml.proto)")
     print(f"Dashboard  {ep.dashboard}   (log in with the token `ray get-auth-token` prints)")
@@ -105,13 +112,16 @@ def run(args: argparse.Namespace) -> int:
     print("Ctrl-C or SIGTERM stops.", flush=True)
     while not stop.wait(0.5):
         pass
-    print("stopping ...", flush=True)
+    # Serve's controller is ended while its own graceful-shutdown task is pending, which Ray
+    # reports as a "(raylet) ... graceful_shutdown failed" line: said once, here.
+    print("stopping ... (a raylet line about graceful_shutdown may follow: expected)", flush=True)
     return _stopped(local.stop())
 
 
 def _stopped(cleanly: bool) -> int:
     print("stopped", flush=True)
     if not cleanly:  # Ray's client is left connected to a dying cluster: see local.stop
+        sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
     return 0
