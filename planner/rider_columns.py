@@ -183,8 +183,9 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
 
 
 def _in_range(values: np.ndarray, lo: float, hi: float) -> bool:
-    """Every value within [lo, hi] (NaN is not)."""
-    return bool(((values >= lo) & (values <= hi)).all())
+    """Every value finite and within [lo, hi] (the domain's numbers are all finite: an
+    unbounded ``hi`` does not admit infinity, and NaN is in no range)."""
+    return bool((np.isfinite(values) & (values >= lo) & (values <= hi)).all())
 
 
 def _unique(ids: Iterable[str], n: int) -> bool:

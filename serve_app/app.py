@@ -159,7 +159,9 @@ class DispatchIngress(GrpcIngress):
             cache=self.cache,
             faults=faults if res.replicas.fault_injection else None,
         )
-        self.http_app = build_http_app(endpoints, self.args.limits)
+        self.http_app = build_http_app(
+            endpoints, self.args.limits, self.args.admission.default_timeout_s
+        )
         # Last: once registered, HAProxy may send the lanes' requests to it.
         self.lean = (
             LeanListener.start(

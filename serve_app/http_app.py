@@ -68,10 +68,13 @@ async def error_answer(request: Request, exc: Exception) -> Response:
     return JSONResponse(content, status, headers)
 
 
-def build_http_app(endpoints: Any, limits: Limits) -> FastAPI:
+def build_http_app(
+    endpoints: Any, limits: Limits, default_timeout_s: float | None = None
+) -> FastAPI:
     """The app of ``endpoints`` (``serve_app.http_endpoints.HttpEndpoints``: a method per
     route's ``handler``, each taking the ``Request`` where it needs one), refusing bodies over
-    ``limits``."""
+    ``limits`` and bodies that have not arrived within the request's deadline
+    (``default_timeout_s`` where it sends none; None: no time limit)."""
     # FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not
     # a CDN, so the docs work on a machine without internet.
     app = FastAPIOffline(title=TITLE, version="0.1.0", description=DESCRIPTION)
@@ -108,6 +111,10 @@ def build_http_app(endpoints: Any, limits: Limits) -> FastAPI:
         routes={(r.method, r.path): getattr(endpoints, r.handler) for r in ROUTES if r.direct},
         on_error=error_answer,
     )
-    app.add_middleware(BodyLimit, limit=lambda path: limits.body_bytes(body_endpoint(path)))
+    app.add_middleware(
+        BodyLimit,
+        limit=lambda path: limits.body_bytes(body_endpoint(path)),
+        default_timeout_s=default_timeout_s,
+    )
     app.add_middleware(RequestMetrics)
     return app

@@ -3,6 +3,7 @@ requests by endpoint/status/class, pipeline stage times, failovers, admission, t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from functools import lru_cache
@@ -27,20 +28,32 @@ class BulkCounter:
     """A Ray counter incremented in bulk: increments are summed here and handed to Ray at
     most once per ``flush_s``. Ray records each increment at several microseconds, a visible
     share of the ingress's CPU at thousands of requests a second (``bench/flame.py``). Counts
-    reach Prometheus up to ``flush_s`` later."""
+    reach Ray ``flush_s`` later at most, whether or not another increment follows: the first
+    increment after a flush schedules the next on the running event loop (without one, the
+    next increment flushes)."""
 
     def __init__(self, counter: metrics.Counter, tag_keys: tuple[str, ...], flush_s: float = 1.0):
         self.counter, self.tag_keys, self.flush_s = counter, tag_keys, flush_s
         self._pending: Counter[tuple[str, ...]] = Counter()
         self._flushed_at = time.monotonic()
+        self._scheduled: asyncio.TimerHandle | None = None
 
     def inc(self, *tag_values: str) -> None:
         """One more for these tag values (in ``tag_keys`` order)."""
         self._pending[tag_values] += 1
         if time.monotonic() - self._flushed_at >= self.flush_s:
             self.flush()
+        elif self._scheduled is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                return
+            self._scheduled = loop.call_later(self.flush_s, self.flush)
 
     def flush(self) -> None:
+        if self._scheduled is not None:
+            self._scheduled.cancel()
+            self._scheduled = None
         pending, self._pending = self._pending, Counter()
         self._flushed_at = time.monotonic()
         for values, n in pending.items():

@@ -46,7 +46,12 @@ def run(args: argparse.Namespace) -> int:
         gpus_per_pod=args.gpus_per_pod,
         secret=args.secret,
         # What `orml serve` gives its local Ray (ops.local), minus the local-only.
-        env={**local.THROUGHPUT_ENV, **local.AUTOSCALING_ENV, **local.PROCESS_ENV},
+        env={
+            **local.THROUGHPUT_ENV,
+            **local.AUTOSCALING_ENV,
+            **local.METRICS_ENV,
+            **local.PROCESS_ENV,
+        },
     )
     text = to_yaml(rayservice(config, options))
     if args.out is None:

@@ -127,6 +127,7 @@ def test_the_cli_writes_the_same_manifest(tmp_path):
     assert got["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["groupName"] == "cpu"
     env = got["spec"]["rayClusterConfig"]["headGroupSpec"]["template"]["spec"]["containers"][0]
     assert {"name": "RAY_SERVE_COLLECT_AUTOSCALING_METRICS_ON_HANDLE", "value": "0"} in env["env"]
+    assert {"name": "RAY_metrics_report_interval_ms", "value": "2000"} in env["env"]
 
 
 def test_the_manifest_validates_against_the_rayservice_crd(tmp_path):

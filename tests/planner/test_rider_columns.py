@@ -7,6 +7,7 @@ the domain types' field names (as the request's wire Structs do) and asks both."
 from __future__ import annotations
 
 import copy
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -182,6 +183,14 @@ def _break(rule: str, riders: list) -> float:
         r.orders[0].dropoff.lat = 91.0
     elif rule == "position not finite":
         r.position.lng = float("nan")
+    elif rule == "speed not finite":
+        r.speed_mps = float("inf")
+    elif rule == "capacity not finite":
+        r.capacity = float("inf")
+    elif rule == "size not finite":
+        r.orders[0].size = float("inf")
+    elif rule == "service time not finite":
+        r.orders[0].pickup_service_s = float("inf")
     else:
         raise AssertionError(rule)
     return now
@@ -213,6 +222,10 @@ RULES = [
     "negative service time",
     "latitude out of range",
     "position not finite",
+    "speed not finite",
+    "capacity not finite",
+    "size not finite",
+    "service time not finite",
 ]
 
 
@@ -225,18 +238,31 @@ def test_a_broken_rule_is_refused_by_both(rule):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(edits=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 10**6)), max_size=3))
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 4),  # the edit's kind
+            st.integers(0, 10**6),  # its target
+            st.integers(0, 10**6),  # what it takes from
+            st.sampled_from([math.inf, -math.inf, math.nan, 0.0, -1.0, 1e308]),
+        ),
+        max_size=3,
+    )
+)
 def test_random_edits_never_pass_the_columns_where_the_domain_refuses(edits):
-    """Swap ids, kinds and numbers between random places: whatever the columns pass, the
-    domain types take too."""
+    """Swap ids, kinds and numbers between random places, or set a number to a drawn value
+    (non-finite among them): whatever the columns pass, the domain types take too."""
     riders = riders_with_picked_up()
     stops = [s for r in riders for s in r.route]
     orders = [o for r in riders for o in r.orders]
-    numbers = [(o, k) for o in orders for k in ("created_at", "promised_at", "size")]
-    numbers += [(r, k) for r in riders for k in ("capacity", "available_at")]
-    for a, b in edits:
-        kind = a % 4
-        if kind == 0:  # a stop names another order
+    order_numbers = ("created_at", "promised_at", "size", "pickup_service_s", "dropoff_service_s")
+    numbers = [(o, k) for o in orders for k in order_numbers]
+    numbers += [(r, k) for r in riders for k in ("capacity", "available_at", "speed_mps")]
+    for kind, a, b, value in edits:
+        if kind == 4:  # a number becomes the drawn value
+            obj, name = numbers[a % len(numbers)]
+            setattr(obj, name, value)
+        elif kind == 0:  # a stop names another order
             stops[a % len(stops)].order_id = orders[b % len(orders)].id
         elif kind == 1:  # a stop changes kind
             s = stops[b % len(stops)]

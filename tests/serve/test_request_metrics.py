@@ -80,3 +80,27 @@ def test_every_expected_error_is_handled_inside_the_app():
     for known in ERROR_TABLE:
         if issubclass(known, Exception):
             assert known in api.exception_handlers, known
+
+
+def test_counts_reach_ray_within_the_flush_period_with_no_request_after_them():
+    from serve_app.ingress_metrics import BulkCounter
+
+    class Counted:
+        def __init__(self) -> None:
+            self.got: list[tuple[int, dict]] = []
+
+        def inc(self, n, tags):
+            self.got.append((n, tags))
+
+    counter = Counted()
+    bulk = BulkCounter(counter, ("endpoint",), flush_s=0.05)
+
+    async def burst_then_quiet():
+        bulk.flush()  # a flush just happened: the burst below waits for the next
+        for _ in range(5):
+            bulk.inc("/v1/etr/bulk")
+        assert counter.got == []  # summed, not handed over one by one
+        await asyncio.sleep(0.2)  # and no request after them
+
+    asyncio.run(burst_then_quiet())
+    assert counter.got == [(5, {"endpoint": "/v1/etr/bulk"})]

@@ -128,3 +128,27 @@ def test_a_request_that_stops_halfway_is_dropped_after_the_request_timeout(serve
     finally:
         headers_only.close()
         half_body.close()
+
+
+def test_a_body_that_stops_halfway_on_any_route_is_answered_408_at_its_deadline(serve_url):
+    """Off the admission lanes too (here the Open Inference Protocol's infer route): the body
+    deadline is the app's, on every route."""
+    url = urlsplit(serve_url)
+    s = _connect_from("127.0.0.1", url.port)
+    s.settimeout(10)
+    head = (
+        "POST /v2/models/etr/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 1000\r\nx-timeout-ms: 1500\r\n\r\n"
+    )
+    t0 = time.monotonic()
+    s.sendall(head.encode() + b'{"inputs": [')
+    answer = b""
+    while b"\r\n\r\n" not in answer:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        answer += chunk
+    took = time.monotonic() - t0
+    s.close()
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert 1.0 <= took < 4.0, took
