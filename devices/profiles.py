@@ -39,7 +39,7 @@ class RoundPoint(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     round: str = Field(pattern=r"^\d+x\d+$", description="RIDERSxORDERS")
     p50_ms: float = Field(gt=0)
-    p99_ms: float = Field(gt=0)
+    p99_ms: float | None = Field(None, gt=0, description="None where the run kept medians only.")
 
 
 class ModelProfile(BaseModel):
@@ -106,6 +106,9 @@ class ModelProfile(BaseModel):
                 f"speed ratio {ratio:.4g}; context {target.context_mb} MiB",
                 "context_mb": float(target.context_mb),
                 "points": points,
+                "round_sizes": [],  # a round's cost is not scaled: measure it there
+                "host": "",
+                "command": "",
             }
         )
 

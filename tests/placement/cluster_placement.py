@@ -46,11 +46,11 @@ def main(result_path: Path) -> None:
     profiles = ProfileSet.load(ROOT / "profiles")
     base = load_demand(ROOT / "examples/placement/demand.yaml")
     plan = None
-    for p99_ms in np.geomspace(10.0, 0.01, 40):
+    for p99_ms in np.geomspace(5000.0, 0.01, 60):
         demand = base.model_copy(
             update={
                 "models": [
-                    m.model_copy(update={"rate_rps": 1000.0, "p99_ms": float(p99_ms)})
+                    m.model_copy(update={"rate_rps": 4.0, "p99_ms": float(p99_ms)})
                     if m.deployment == "OrSolver"
                     else m
                     for m in base.models

@@ -15,6 +15,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from devices.catalog import gpu_types
 from devices.profiles import ProfileSet, load_profile
 from fleet.placement_sim import simulate_placement
 from placement.emit import emit_config
@@ -72,11 +73,21 @@ def test_profiles_measured_and_estimated_are_told_apart():
     profiles = ProfileSet.load(ROOT / "profiles")
     cpu = profiles.get("etr", "CPU-2core")
     assert not cpu.estimate and cpu.measured
-    t4 = profiles.get("etr", "T4")
-    assert t4.estimate and "scaled from CPU-2core" in t4.basis
-    assert t4.context_mb == 300  # the T4's CUDA context, not the CPU process
-    assert t4.latency_ms(64) < cpu.latency_ms(64)
+    # The cards measured on lent devices are measured; the others scale from the fastest.
+    for model in ("etr", "or_solver"):
+        for card in ("H100", "H200"):
+            got = profiles.get(model, card)
+            assert not got.estimate and got.measured and got.command, (model, card)
+    h200, t4 = profiles.get("etr", "H200"), profiles.get("etr", "T4")
+    assert t4.estimate and "scaled from H200" in t4.basis
+    assert t4.context_mb == 300  # the T4's CUDA context, not the H200's
+    ratio = gpu_types()["H200"].speed / gpu_types()["T4"].speed
+    assert t4.latency_ms(64) == pytest.approx(h200.latency_ms(64) * ratio)
     assert load_profile(ROOT / "profiles/or_solver/cpu-numpy.json").points[0].batch == 1
+    # A CPU node beside the cards: the round by size on a card's 16-core host
+    host = profiles.get("or_solver", "CPU-16core")
+    assert not host.estimate and [r.round for r in host.round_sizes][-1] == "5000x2000"
+    assert all(r.p99_ms is None for r in host.round_sizes)  # medians only: none made up
 
 
 @settings(max_examples=8, deadline=None, derandomize=True, database=None)
