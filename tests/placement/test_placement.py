@@ -236,3 +236,42 @@ def test_a_measured_round_profile_loads_with_its_sizes(tmp_path, monkeypatch):
     loaded = load_profile(path)
     assert [p.round for p in loaded.round_sizes] == ["30x10", "40x15"]
     assert loaded.points[0].batch == 1 and loaded.command.endswith("--sizes 40x15")
+
+
+def test_the_measured_profiles_are_what_their_device_runs_say():
+    """profiles/'s H100, H200 and CPU-16core files come from the runs kept under docs/gpu/ by
+    placement.profile_import, figure for figure (rerunning it changes nothing)."""
+    import json
+
+    from placement.profile_import import import_measurements
+
+    h100 = ROOT / "docs/gpu/h100-2026-11-27"
+    h200 = ROOT / "docs/gpu/h200-2026-11-27"
+    made = import_measurements(
+        "H100",
+        16,
+        h100 / "etr-h100-cuda-cupy.json",
+        h100 / "or_solver-h100-cupy.json",
+        [h100 / "rounds-run3.json", h100 / "big_round-run3.json"],
+        "docs/gpu/h100-2026-11-27",
+        "",
+    ) | import_measurements(
+        "H200",
+        16,
+        ROOT / "docs/gpu/h200-2026-11-26/profile-etr-h200-cupy.json",
+        h200 / "profile-or_solver-h200-cupy.json",
+        [h200 / "rounds-run2.json", h200 / "rounds_5000x2000-run2.json"],
+        "docs/gpu/h200-2026-11-27",
+        "",
+        cpu=False,
+    )
+    assert sorted(made) == [
+        "etr/h100-cupy.json",
+        "etr/h200-cupy.json",
+        "or_solver/cpu16-numpy.json",
+        "or_solver/h100-cupy.json",
+        "or_solver/h200-cupy.json",
+    ]
+    for name, profile in made.items():
+        kept = json.loads((ROOT / "profiles" / name).read_text())
+        assert {**kept, "command": ""} == {**profile, "command": ""}, name
