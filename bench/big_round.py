@@ -1,10 +1,13 @@
-"""The edge of the largest round: a dispatch at the configured limits over HTTP vs in-process.
+"""The edge of the largest round: a dispatch at the configured limits over HTTP and gRPC vs
+in-process.
 
     python bench/big_round.py [--quick] [--repeat 5] [--json PATH] [--out DIR]
 
 One 5000-rider x 2000-order round (deploy.yaml's limits; --quick: 2000 x 800), planned
-``--repeat`` times over HTTP by the app as deploy.yaml runs it on the CPU and in this process
-(``dispatch_round``), alternating (the host is shared and noisy: medians). In process twice:
+``--repeat`` times over HTTP and over gRPC (``orml.v1.Orml/Dispatch``, the message built and
+serialized once, as the HTTP body is) by the app as deploy.yaml runs it on the CPU, and in this
+process (``dispatch_round``), alternating (the host is shared and noisy: medians); each answer
+is parsed after its clock stops. In process twice:
 the same plan as served (the ETR model's minutes from the same ONNX model in this process,
 features and inference timed, then the round priced with them: the work the app does, less
 its edge), and the plain round without ETR (the baseline of the runs before 2026-11-25, which
@@ -26,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import grpc
 import httpx
 import numpy as np
 from common import log, parser, write_csv
@@ -36,6 +40,7 @@ from etr.select import load_runtime
 from ops import local
 from planner import dispatch_round, generate_round
 from serve_app.config import DispatchAppArgs
+from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels
 
@@ -48,7 +53,9 @@ def main() -> None:
     riders, orders = (2000, 800) if args.quick else (5000, 2000)
     repeat = 3 if args.quick else args.repeat
     round_ = generate_round(riders, orders, seed=5)
-    body = DispatchRequest.from_domain(round_).model_dump_json().encode()
+    request = DispatchRequest.from_domain(round_)
+    body = request.model_dump_json().encode()
+    message = pb.DispatchRequest(**request.model_dump(exclude_none=True)).SerializeToString()
     log(f"round {riders} x {orders}: {len(body) / 2**20:.1f} MiB of JSON")
     dispatch_round(generate_round(8, 4, seed=1))  # load the compiled kernels here too
     etr = load_runtime(load_artifact(), "onnxruntime")
@@ -63,8 +70,15 @@ def main() -> None:
     with local.local_serve(num_cpus=4, namespace="bench-big") as ep:
         local.run_app(DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime"))
         local.wait_ready(ep.http)
+        channel = grpc.insecure_channel(
+            ep.grpc, options=[("grpc.max_receive_message_length", 64 << 20)]
+        )
+        # Bytes in and out: the message is serialized once, the answer parsed after the clock.
+        grpc_dispatch = channel.unary_unary("/orml.v1.Orml/Dispatch")
+        metadata = (("x-timeout-ms", "120000"), ("application", "orml"))
         with httpx.Client(base_url=ep.http, timeout=180) as client:
             client.post("/v1/dispatch", content=body, headers=headers).raise_for_status()
+            grpc_dispatch(message, metadata=metadata, timeout=180)
             for k in range(repeat):
                 t0 = time.perf_counter()
                 in_process_plan = planned_with_etr()
@@ -76,6 +90,12 @@ def main() -> None:
                 got = client.post("/v1/dispatch", content=body, headers=headers)
                 over_http = time.perf_counter() - t0
                 got.raise_for_status()
+                t0 = time.perf_counter()
+                raw = grpc_dispatch(message, metadata=metadata, timeout=180)
+                over_grpc = time.perf_counter() - t0
+                grpc_plan = {
+                    a.order_id: a.rider_id for a in pb.DispatchResponse.FromString(raw).assignments
+                }
                 answer = got.json()
                 stages = answer["timings_ms"]
                 served_plan = {a["order_id"]: a["rider_id"] for a in answer["assignments"]}
@@ -85,14 +105,17 @@ def main() -> None:
                         "in_process_s": in_process,
                         "in_process_no_etr_s": without_etr,
                         "http_s": over_http,
-                        "same_plan": served_plan == in_process_plan,
+                        "grpc_s": over_grpc,
+                        "same_plan": served_plan == in_process_plan == grpc_plan,
                         **stages,
                     }
                 )
                 log(
                     f"  run {k}: in-process {in_process:.2f} s (without ETR {without_etr:.2f}),"
-                    f" HTTP {over_http:.2f} s, the same plan: {served_plan == in_process_plan}"
+                    f" HTTP {over_http:.2f} s, gRPC {over_grpc:.2f} s, the same plan: "
+                    f"{served_plan == in_process_plan == grpc_plan}"
                 )
+        channel.close()
     write_csv(args.out / "big_round.csv", rows)
     to_arrays = body_to_arrays(body, repeat)
     med = {
@@ -101,13 +124,15 @@ def main() -> None:
         if key not in ("run", "same_plan")
     }
     ratio = med["http_s"] / med["in_process_s"]
+    ratio_grpc = med["grpc_s"] / med["in_process_s"]
     ratio_no_etr = med["http_s"] / med["in_process_no_etr_s"]
     print(
-        "| round | in-process s (the same plan) | over HTTP s | ratio | in-process s without"
-        " ETR (before) | ratio |\n|---|---|---|---|---|---|\n"
-        f"| {riders} x {orders} ({len(body) / 2**20:.1f} MiB) | {med['in_process_s']:.2f} | "
-        f"{med['http_s']:.2f} | {ratio:.2f}x | {med['in_process_no_etr_s']:.2f} | "
-        f"{ratio_no_etr:.2f}x |"
+        "| round | in-process s (the same plan) | over HTTP s | ratio | over gRPC s | ratio |"
+        " in-process s without ETR (before) | HTTP ratio |\n|---|---|---|---|---|---|---|---|\n"
+        f"| {riders} x {orders} ({len(body) / 2**20:.1f} MiB JSON, "
+        f"{len(message) / 2**20:.1f} MiB protobuf) | {med['in_process_s']:.2f} | "
+        f"{med['http_s']:.2f} | {ratio:.2f}x | {med['grpc_s']:.2f} | {ratio_grpc:.2f}x | "
+        f"{med['in_process_no_etr_s']:.2f} | {ratio_no_etr:.2f}x |"
     )
     print(
         "\nserved stages (median ms): "
@@ -129,6 +154,7 @@ def main() -> None:
                     "runs": rows,
                     "medians": med,
                     "ratio": ratio,
+                    "ratio_grpc": ratio_grpc,
                     "ratio_no_etr": ratio_no_etr,
                     "body_to_arrays": to_arrays,
                 },

@@ -63,6 +63,19 @@ def big_round(data: dict[str, Any]) -> list[Row]:
             "the same plan in process",
             f"{data['ratio']:.2f}x",
         ),
+        *(
+            [
+                (
+                    "the same round over gRPC (the message built once)",
+                    f"{m['grpc_s']:.2f} s",
+                    f"{m['in_process_s']:.2f} s",
+                    "the same plan in process",
+                    f"{data['ratio_grpc']:.2f}x",
+                )
+            ]
+            if "grpc_s" in m
+            else []
+        ),
         (
             "the same round without the ETR model in process",
             f"{m['http_s']:.2f} s",

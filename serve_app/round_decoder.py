@@ -1,5 +1,5 @@
-"""A valid JSON dispatch round decoded straight into the packer's columns, in C, for the hot
-path.
+"""A valid dispatch round (JSON, or a gRPC message's fields) decoded straight into the
+packer's columns, in C, for the hot path.
 
 Validating a round with the pydantic model (``serve_app.schemas``) and then building its
 domain objects was about half of a round's serving overhead (``bench/serve_load.py``); building
@@ -202,12 +202,31 @@ class RoundDecoder:
         its new orders and weights the domain's, else None."""
         try:
             got: Any = self._wire.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return None
+        return self._wire_round(got, partial(self._by_model, body))
+
+    def from_fields(
+        self, fields: dict[str, Any], by_model: Callable[[], DispatchSource]
+    ) -> WireRound | None:
+        """The round as a ``WireRound`` from a request already read into plain values (a gRPC
+        message as ``convert.message_to_dict`` gives it), under the same wire rules and domain
+        checks as ``decode``; None where they do not take it whole. by_model : the model's
+        reading of the same request (its errors are the answer)."""
+        try:
+            got: Any = msgspec.convert(fields, model_struct(self._model))
+        except (msgspec.ValidationError, TypeError):
+            return None
+        return self._wire_round(got, by_model)
+
+    def _wire_round(self, got: Any, by_model: Callable[[], DispatchSource]) -> WireRound | None:
+        try:
             # Order.__post_init__ refuses a promise before creation (the model's own check).
             orders = tuple(msgspec.convert(got.orders, list[Order], from_attributes=True))
             weights = msgspec.convert(got.weights, DispatchWeights, from_attributes=True)
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError):
+        except (msgspec.ValidationError, ValueError, TypeError):
             return None
-        return WireRound(got, orders, weights, partial(self._by_model, body))
+        return WireRound(got, orders, weights, by_model)
 
     def _by_model(self, body: bytes) -> DispatchSource:
         return http_edge.validate_body(body, http_edge.JSON, self._model)

@@ -30,12 +30,14 @@ from serve_app.grpc_api.registration import METHODS, RawRequest
 from serve_app.http_edge import invalid_input
 from serve_app.pipeline import (
     CallContext,
+    DispatchSource,
     EtrCall,
     InvalidInput,
     TooLarge,
 )
 from serve_app.pipeline.errors import NotFound, Unavailable
-from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
+from serve_app.round_decoder import RoundDecoder
+from serve_app.schemas import RequestModels, plan_to_dict
 
 R = TypeVar("R", bound=Message)
 #: The gRPC method of each endpoint.
@@ -58,8 +60,8 @@ class GrpcIngress:
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
     ) -> pb.DispatchResponse:
         async def run(ctx: CallContext) -> pb.DispatchResponse:
-            async def decode() -> DispatchRequest:
-                return self._validate(request, "dispatch", self.models.dispatch)
+            async def decode() -> DispatchSource:
+                return self._dispatch_source(request)
 
             plan = await self.pipeline.dispatch(decode, ctx)
             return convert.dispatch_response(plan_to_dict(plan))
@@ -221,11 +223,36 @@ class GrpcIngress:
                 (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
             ) from None
 
+    def _dispatch_source(self, request: RawRequest | Message) -> DispatchSource:
+        """A dispatch round as HTTP's fast path reads one (``RoundDecoder``: the wire rules,
+        then columns), from the message's fields; where it does not take the round whole, the
+        model's reading, whose errors are the answer (as ``_validate``)."""
+        model = self.models.dispatch
+        fields = convert.message_to_dict(self._message(request, "dispatch", model))
+
+        def by_model() -> DispatchSource:
+            try:
+                return model.model_validate(fields)
+            except ValidationError as exc:
+                raise invalid_input(exc, prefix=()) from None
+
+        decoder = RoundDecoder.for_limits(self.args.limits)
+        return decoder.from_fields(fields, by_model) or by_model()
+
     def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
         """The request (``RawRequest``: parsed here, once admitted; a message: checked)
-        validated as ``model``: bytes within the endpoint's limit, lists within theirs
+        validated as ``model``, the same schema as HTTP (``_message`` gives the checks before
+        it)."""
+        message = self._message(request, endpoint, model)
+        try:
+            return model.model_validate(convert.message_to_dict(message))
+        except ValidationError as exc:
+            raise invalid_input(exc, prefix=()) from None
+
+    def _message(self, request: RawRequest | Message, endpoint: str, model: Any) -> Message:
+        """The request's message: bytes within the endpoint's limit, lists within theirs
         (counted on the wire before it is parsed, ``wire.check_counts``, and again before it
-        is converted), then the same schema as HTTP."""
+        is converted)."""
         limit = self.args.limits.body_bytes(endpoint)
         size = len(request.data) if isinstance(request, RawRequest) else request.ByteSize()
         if size > limit:
@@ -240,10 +267,7 @@ class GrpcIngress:
                     (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
                 ) from None
         RequestModels.check_lengths(request, model)
-        try:
-            return model.model_validate(convert.message_to_dict(request))
-        except ValidationError as exc:
-            raise invalid_input(exc, prefix=()) from None
+        return request
 
     async def _answer(
         self,

@@ -253,3 +253,63 @@ def test_the_fast_paths_structs_carry_every_rule_of_the_bounded_model():
     model = MODELS.dispatch
     assert _rules(msgspec.json.schema(model_struct(model))) == _rules(model.model_json_schema())
     assert ("riders",) in _rules(model.model_json_schema())  # the limits are among them
+
+
+def grpc_fields(body: dict, edit=None) -> dict:
+    """``body`` as the gRPC ingress reads it: a protobuf message (``edit`` applied to it),
+    then its fields (``convert.message_to_dict``)."""
+    from serve_app.grpc_api import convert
+    from serve_app.grpc_api import orml_pb2 as pb
+
+    msg = pb.DispatchRequest(**body)
+    if edit is not None:
+        edit(msg)
+    return convert.message_to_dict(pb.DispatchRequest.FromString(msg.SerializeToString()))
+
+
+def model_of_fields(fields: dict):
+    try:
+        req = MODELS.dispatch.model_validate(fields)
+        req.to_domain()
+        return reading(req)
+    except (ValidationError, InvalidInput):
+        return None
+
+
+def fast_of_fields(fields: dict):
+    got = DECODER.from_fields(fields, lambda: MODELS.dispatch.model_validate(fields))
+    if got is None:
+        return None
+    try:
+        return reading(got)
+    except (ValidationError, InvalidInput):
+        return None
+
+
+def _rider_with_route(m):
+    return next(r for r in m.riders if r.route)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        None,
+        lambda m: setattr(m.riders[0], "speed_mps", float("inf")),
+        lambda m: setattr(m.riders[0], "capacity", float("nan")),
+        lambda m: setattr(_rider_with_route(m).orders[0], "size", float("inf")),
+        lambda m: setattr(_rider_with_route(m).orders[0], "pickup_service_s", float("inf")),
+        lambda m: setattr(m.orders[0], "promised_at", float("-inf")),
+        lambda m: m.riders[0].ClearField("speed_mps"),
+        lambda m: setattr(m.riders[0].position, "lat", 91.0),
+        lambda m: setattr(_rider_with_route(m).route[0], "kind", "teleport"),
+        lambda m: setattr(m, "now", float("nan")),
+    ],
+)
+def test_grpc_fields_take_the_fast_path_when_the_model_takes_them_and_read_the_same(edit):
+    """A gRPC round is read by the same wire rules as a JSON body: taken whole and read as the
+    model reads it, or left to the model (protobuf, unlike JSON, carries inf and NaN)."""
+    fields = grpc_fields(base_body(12, 5, 7), edit)
+    want = model_of_fields(fields)
+    assert fast_of_fields(fields) == want
+    if edit is None:
+        assert want is not None and DECODER.from_fields(fields, lambda: None) is not None
