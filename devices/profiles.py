@@ -5,7 +5,8 @@ A profile is a JSON file ``profiles/<model>/<device>.json``. Measured ones come 
 read here too). A type nobody measured gets an estimate by the scaling rule below, flagged
 ``estimate: true`` with its basis, and never silently mixed with measurements.
 
-Scaling rule (documented in README "Placement"): latency(b) on type T = max(floor,
+Scaling rule (docs/placement.md): from the fastest measured device of the same kind (CPU
+nodes from CPU nodes, cards from cards), latency(b) on type T = max(floor,
 latency_ref(b) x speed_ref / speed_T), where speed is the geometric mean of FP16 TFLOPS and
 memory bandwidth (``GpuType.speed``) and floor is a kernel-launch floor of 0.02 ms; memory keeps
 the reference's weights, workspace and per-row activations and takes T's CUDA context size.
@@ -140,9 +141,17 @@ class ProfileSet:
         refs = refs or [p for (m, _), p in self._measured.items() if m == model]
         if not refs:
             raise DeviceInputError(f"no profile for model {model!r} (profiles/{model}/)")
-        # Scale from the fastest measured device: the smallest extrapolation.
-        ref = max(refs, key=lambda p: gpu_types()[p.device_type].speed)
-        return ref.scaled_to(gpu_types()[device_type])
+        # Scale from a device of the same kind (a CPU from a CPU, a card from a card: a GPU's
+        # launch and copy costs say nothing of a CPU's), the fastest measured: the smallest
+        # extrapolation.
+        target = gpu_types()[device_type]
+        same_kind = [p for p in refs if _is_cpu(gpu_types()[p.device_type]) == _is_cpu(target)]
+        ref = max(same_kind or refs, key=lambda p: gpu_types()[p.device_type].speed)
+        return ref.scaled_to(target)
+
+
+def _is_cpu(device: GpuType) -> bool:
+    return device.ray_accelerator is None
 
 
 def load_profile(path: Path) -> ModelProfile:

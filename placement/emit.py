@@ -3,7 +3,8 @@
 ``emit_config(plan, base)`` takes a Serve config (deploy.yaml, parsed) and rewrites the
 planned deployments: ``num_replicas`` (autoscaling removed: the plan fixes the count),
 ``ray_actor_options.num_gpus`` (the replica's share of a card) and ``accelerator_type`` (Ray
-then schedules it only on nodes with that card), and for deployments that take a
+then schedules it only on nodes with that card), or on a CPU node ``num_cpus`` (its share of
+the node's cores, ``sm_count`` in ``devices/gpu_types.yaml``), and for deployments that take a
 ``user_config`` with ``max_batch_size`` (Etr) the planned batch and ``memory_budget_mb``.
 Deployments the plan does not cover are left as they are.
 """
@@ -39,10 +40,14 @@ def emit_config(plan: Plan, base: dict[str, Any], app: str | None = None) -> dic
         d.pop("autoscaling_config", None)
         d["num_replicas"] = counts[name]
         options = d.setdefault("ray_actor_options", {})
-        accelerator = gpu_types()[cfg.gpu_type].ray_accelerator
-        if accelerator is not None:
+        device = gpu_types()[cfg.gpu_type]
+        if device.ray_accelerator is not None:
             options["num_gpus"] = cfg.share
-            options["accelerator_type"] = accelerator
+            options["accelerator_type"] = device.ray_accelerator
+        else:  # a CPU node: its share of the node's cores, and no card
+            options.pop("num_gpus", None)
+            options.pop("accelerator_type", None)
+            options["num_cpus"] = round(cfg.share * device.sm_count, 2)
         if name in BATCHED:
             user = d.setdefault("user_config", {})
             user["max_batch_size"] = cfg.batch
