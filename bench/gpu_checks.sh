@@ -8,8 +8,8 @@
 #
 #     bash bench/gpu_checks.sh [OUT]
 #
-# Needs CuPy, Numba and this project's Python requirements for the kernels and the settings
-# (pydantic, pydantic-settings); no Ray, no Redis.
+# Needs CuPy, Numba and this project's Python requirements for the kernels, the settings and
+# the packages' public names (pydantic, pydantic-settings, lazy-loader); no Ray, no Redis.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-bench/out/gpu}")

@@ -209,3 +209,15 @@ def test_no_class_name_is_defined_in_two_modules():
                 where[name].append(str(path.relative_to(root)))
     twice = {name: paths for name, paths in where.items() if len(paths) > 1}
     assert twice == {}
+
+
+def test_the_request_paths_packages_state_their_public_names():
+    """serve_app, actors and placement say what they offer (``__all__``), and each name is
+    there: imported on first use (the pipeline still loads without Ray, above)."""
+    import importlib
+
+    for package in ("serve_app", "actors", "placement"):
+        module = importlib.import_module(package)
+        assert module.__all__, package
+        for name in module.__all__:
+            assert getattr(module, name) is not None, f"{package}.{name}"
