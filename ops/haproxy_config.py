@@ -97,6 +97,33 @@ REQUEST_S = 10
 KEEP_ALIVE_S = 10
 CLIENT_IDLE_S = 120
 CONNECTIONS_PER_SOURCE = 1024
+#: The proxy's own budget is its file limit, not Serve's fixed 4096: a proxied request holds
+#: two descriptors (the client's and the server's) and, with Serve's splicing, a share of
+#: HAProxy's pipes (``maxpipes`` is a quarter of ``maxconn``, two descriptors each):
+#: ``FDS_PER_CONNECTION`` in all; ``RESERVED_FDS`` stay for listeners, logs and the stats
+#: socket; at most ``MAX_CONNECTIONS``. (HAProxy refuses to start when its need passes the
+#: hard limit: "Cannot raise FD limit".) Past ``FILLING`` of it, a source
+#: already holding ``SHARE_WHEN_FILLING`` connections is refused the next: many hosts each
+#: under their share cannot fill the proxy, and a host with few connections still gets in.
+RESERVED_FDS = 1024
+FDS_PER_CONNECTION = 2.5
+MAX_CONNECTIONS = 200_000
+FILLING = 0.5
+SHARE_WHEN_FILLING = 64
+
+
+def front_connections(nofile: int | None = None) -> int:
+    """The proxy's ``maxconn`` for a process whose hard file limit is ``nofile`` (this
+    process's where None: HAProxy inherits it)."""
+    if nofile is None:
+        import resource
+
+        nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        if nofile == resource.RLIM_INFINITY:
+            nofile = 2 * MAX_CONNECTIONS + RESERVED_FDS
+    return max(256, min(MAX_CONNECTIONS, int((nofile - RESERVED_FDS) / FDS_PER_CONNECTION)))
+
+
 #: Failures after which HAProxy sends a request again, on another connection, added to what
 #: Serve's config asks for (``RAY_SERVE_HAPROXY_RETRY_ON``, by default connection failures
 #: only). Serve's backends send even a client's first request over an idle server connection
@@ -142,10 +169,13 @@ def rewrite(
     return config
 
 
-def _connection_budget(config: str) -> str:
+def _connection_budget(config: str, maxconn: int | None = None) -> str:
     """The defaults' client timeouts cut to the budget above, ``timeout http-request`` added,
-    their retries widened (``RETRY_ON``), and a per-source connection limit on the HTTP and
-    gRPC frontends."""
+    their retries widened (``RETRY_ON``), the global ``maxconn`` sized to the file limit
+    (``front_connections``; ``maxconn`` overrides it), and per-source connection limits on the
+    HTTP and gRPC frontends that tighten past ``FILLING`` of it."""
+    maxconn = front_connections() if maxconn is None else maxconn
+    config = re.sub(r"(?ms)^(global\s*$.*?^\s*maxconn\s+)\d+", rf"\g<1>{maxconn}", config, count=1)
 
     def timeout(text: str, name: str, seconds: int) -> str:
         line = f"    timeout {name} {seconds}s"
@@ -162,6 +192,8 @@ def _connection_budget(config: str) -> str:
         "    stick-table type ipv6 size 100k expire 60s store conn_cur\n"
         "    tcp-request connection track-sc0 src\n"
         f"    tcp-request connection reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}\n"
+        f"    tcp-request connection reject if {{ fe_conn gt {int(maxconn * FILLING)} }} "
+        f"{{ sc_conn_cur(0) gt {SHARE_WHEN_FILLING} }}\n"
     )
     # A request id the app would refuse, dropped before anything (Serve's own answers
     # included) can echo it.

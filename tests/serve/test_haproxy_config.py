@@ -374,3 +374,22 @@ def test_lanes_match_the_decoded_path_and_bad_request_ids_are_dropped_first(conf
     front = out.split("frontend http_frontend\n")[1].split("\nfrontend ")[0]
     drop = front.index("del-header x-request-id if { req.hdr(x-request-id),length gt 128 }")
     assert drop < front.index("use_backend")
+
+
+def test_the_proxys_budget_is_its_file_limit_and_shares_tighten_as_it_fills():
+    from ops.haproxy_config import (
+        CONNECTIONS_PER_SOURCE,
+        SHARE_WHEN_FILLING,
+        _connection_budget,
+        front_connections,
+    )
+
+    assert front_connections(20_000) == int((20_000 - 1024) / 2.5)  # sockets and pipes
+    assert front_connections(1024) == 256 and front_connections(10**9) == 200_000
+    serve = (
+        "global\n    maxconn 4096\ndefaults\n    mode http\nfrontend http_frontend\n    bind *:1\n"
+    )
+    got = _connection_budget(serve, maxconn=10_000)
+    assert "maxconn 10000" in got and "maxconn 4096" not in got
+    assert f"reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}" in got
+    assert f"reject if {{ fe_conn gt 5000 }} {{ sc_conn_cur(0) gt {SHARE_WHEN_FILLING} }}" in got

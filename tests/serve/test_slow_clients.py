@@ -152,3 +152,43 @@ def test_a_body_that_stops_halfway_on_any_route_is_answered_408_at_its_deadline(
     s.close()
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert 1.0 <= took < 4.0, took
+
+
+def test_idle_floods_from_many_hosts_each_under_its_share_leave_a_real_caller_answered(
+    serve_url,
+):
+    """Five hosts, each under its per-host share, together past half the proxy's budget
+    (which Serve's fixed maxconn 4096 would not hold): past ``FILLING`` a host already holding
+    ``SHARE_WHEN_FILLING`` connections is refused the next, so a real caller from another
+    host still gets in and is answered at once."""
+    from ops.haproxy_config import FILLING, SHARE_WHEN_FILLING, front_connections
+
+    port = urlsplit(serve_url).port
+    deadline = time.monotonic() + 30
+    while len(_listeners(port)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    hosts = [f"127.0.0.{k}" for k in range(10, 15)]
+    per_host = min(CONNECTIONS_PER_SOURCE - 24, int(front_connections() * FILLING) // 4)
+    flood: list[socket.socket] = []
+    refused = 0
+    try:
+        for host in hosts:
+            for _ in range(per_host):
+                try:
+                    flood.append(_connect_from(host, port))
+                except OSError:
+                    refused += 1
+        t0 = time.perf_counter()
+        ready = httpx.get(f"{serve_url}/readyz", timeout=5)
+        took = time.perf_counter() - t0
+        time.sleep(0.3)
+        refused += sum(_closed_by_peer(s, 0.005) for s in flood)
+    finally:
+        for s in flood:
+            s.close()
+    print(f"{len(hosts)} hosts x {per_host}: {refused} refused; a real call took {took:.3f} s")
+    assert ready.status_code == 200 and took < 2.0, (took, _proxy_state(port))
+    # the hosts past the filling point were held to their small share
+    assert refused >= len(hosts) * per_host - front_connections() * FILLING - len(hosts) * (
+        SHARE_WHEN_FILLING + 1
+    ), refused
