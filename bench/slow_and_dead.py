@@ -9,6 +9,8 @@ connection budget, ``ops.haproxy_config``), then, for ``--seconds`` each (--quic
 * alone: 300 x 100 dispatch rounds, one caller, one round at a time, a 10 s deadline each;
 * the same rounds beside an idle flood: 1.5x a source's connection budget opened from another
   address (127.0.0.2) and held silent;
+* the same rounds beside idle floods from five hosts (127.0.0.10-14), each under its share
+  but together past half the proxy's budget and past Serve's fixed maxconn of 4,096;
 * the same rounds beside trickled bodies: 16 dispatch requests (four times the lane's
   in-flight share) whose 400 KB bodies arrive at 1 KB/s, re-opened whenever dropped;
 * static solves (two callers) while the solver's offline child processes are SIGKILLed every
@@ -21,6 +23,7 @@ DIR/slow_and_dead.csv and DIR/slow_and_dead.png.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from pathlib import Path
@@ -33,7 +36,7 @@ import json
 from common import log, parser, write_csv
 
 from ops import hostile, local, slow_and_dead
-from ops.haproxy_config import CONNECTIONS_PER_SOURCE
+from ops.haproxy_config import CONNECTIONS_PER_SOURCE, FILLING, front_connections
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
 from serve_app.http_routes import lane_capacities
@@ -88,6 +91,22 @@ def main() -> None:
         with slow_and_dead.idle_flood(port, flood_n) as flood:
             tally = rounds()
         rows.append(scene_row(f"beside {flood_n} idle connections", tally, attack=flood))
+        hosts = [f"127.0.0.{k}" for k in range(10, 15)]
+        per_host = min(CONNECTIONS_PER_SOURCE - 24, int(front_connections() * FILLING) // 4)
+        log(f"beside {per_host} idle connections from each of {len(hosts)} hosts ...")
+        with contextlib.ExitStack() as stack:
+            floods = [
+                stack.enter_context(slow_and_dead.idle_flood(port, per_host, h)) for h in hosts
+            ]
+            tally = rounds()
+        attack = {k: sum(f[k] for f in floods) for k in floods[0]}
+        rows.append(
+            scene_row(
+                f"beside {per_host * len(hosts)} idle connections from {len(hosts)} hosts",
+                tally,
+                attack=attack,
+            )
+        )
         log("beside 16 trickled dispatch bodies ...")
         with slow_and_dead.trickled_bodies(port, "/v1/dispatch", 16) as trickle:
             tally = rounds()
