@@ -122,8 +122,12 @@ class Launched:
     cache: str = ""  # where the result cache keeps its L2, in words (``cache_decision``)
 
 
-def _raw_config(path: Path, port: int | None, grpc_port: int | None) -> dict[str, Any]:
+def _raw_config(
+    path: Path, port: int | None, grpc_port: int | None, host: str | None = None
+) -> dict[str, Any]:
     raw = yaml.safe_load(path.read_text())
+    if host is not None:
+        raw.setdefault("http_options", {})["host"] = host
     if port is not None:
         raw.setdefault("http_options", {})["port"] = port
     if grpc_port is not None:
@@ -135,6 +139,7 @@ def launch(
     config_path: Path,
     *,
     throughput_mode: bool = True,
+    host: str | None = None,
     port: int | None = None,
     grpc_port: int | None = None,
     dashboard_port: int = 8265,
@@ -154,6 +159,7 @@ def launch(
         return _launch(
             config_path,
             throughput_mode,
+            host,
             port,
             grpc_port,
             dashboard_port,
@@ -170,6 +176,7 @@ def launch(
 def _launch(
     config_path: Path,
     throughput_mode: bool,
+    host: str | None,
     port: int | None,
     grpc_port: int | None,
     dashboard_port: int,
@@ -186,7 +193,7 @@ def _launch(
 
     from ops.sizing import fit_to_machine
 
-    raw = _raw_config(config_path, port, grpc_port)
+    raw = _raw_config(config_path, port, grpc_port, host)
     ServeDeploySchema.model_validate(raw)  # fail on a bad file before starting anything
     http = raw.get("http_options", {})
     grpc = raw.get("grpc_options", {})

@@ -253,3 +253,61 @@ def test_each_local_cluster_takes_its_own_ingress_ports_away_from_bound_ones():
         held.bind(("0.0.0.0", low + 3))
         held.listen()
         assert cluster_port_block(random.Random(7)) != low  # the same draw, that block taken
+
+
+def _speaks_http1(port: int) -> bool:
+    """Whether the listener on ``port`` answers an HTTP/1.0 request as HTTP/1 (a gRPC server,
+    HTTP/2 only, does not)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"GET /-/healthz HTTP/1.0\r\n\r\n")
+            return s.recv(16).startswith(b"HTTP/1.")
+    except OSError:
+        return False
+
+
+def test_everything_the_app_binds_follows_host(tmp_path):
+    """``orml serve --host 127.0.0.1``: the proxy's frontends, its stats and metrics, the
+    Ingress replicas' own listeners and Serve's fallback proxy listen on 127.0.0.1 only;
+    what listens on every interface is Ray's (its GCS, raylet, agents, workers' gRPC, Serve's
+    gRPC servers, docs/deploy.md), none of it the app's HTTP."""
+    import psutil
+
+    names = ("port", "grpc-port", "dashboard-port", "metrics-port")
+    ports = dict(zip(names, free_ports(len(names)), strict=True))
+    before = haproxy_pids()
+    log = tmp_path / "serve.log"
+    args = [ORML, "serve", "--host", "127.0.0.1", *(f"--{k}={v}" for k, v in ports.items())]
+    with log.open("w") as out:
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while "SIGTERM stops" not in log.read_text():
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "orml serve did not come up"
+            time.sleep(1)
+        ours = {proc.pid} | {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+        ours |= haproxy_pids() - before  # HAProxy runs in a session of its own
+        listeners = [
+            (c.laddr.ip, c.laddr.port, psutil.Process(c.pid).name())
+            for c in psutil.net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.pid in ours
+        ]
+        proxy = haproxy_listeners(before)
+        assert proxy and {host for host, _ in proxy} == {"0100007F"}, proxy  # /proc: 127.0.0.1
+        by_port = {port: ip for ip, port, _ in listeners}
+        assert by_port[ports["port"]] == by_port[ports["grpc-port"]] == "127.0.0.1"
+        # Serve's replicas and proxy: their HTTP listeners (the lanes', the fallback proxy's)
+        # on the host; on every interface only gRPC (Ray's)
+        serve = [(ip, port) for ip, port, name in listeners if "Serve" in name or "Proxy" in name]
+        http_on_host = [port for ip, port in serve if ip == "127.0.0.1" and _speaks_http1(port)]
+        assert http_on_host, serve
+        wildcard_http = [
+            port for ip, port in serve if ip in ("0.0.0.0", "::") and _speaks_http1(port)
+        ]
+        assert wildcard_http == [], wildcard_http
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=90) == 0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)

@@ -17,6 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=Path("deploy.yaml"),
         help="the Ray Serve config to deploy (default: deploy.yaml)",
     )
+    srv.add_argument(
+        "--host",
+        default=None,
+        help="the address the app's HTTP and gRPC listeners bind (default: the config's, "
+        "0.0.0.0 in deploy.yaml; Ray's own ports are not governed by it: docs/deploy.md)",
+    )
     srv.add_argument("--port", type=int, default=None, help="HTTP port (default: the config's)")
     srv.add_argument(
         "--grpc-port", type=int, default=None, help="gRPC port (default: the config's)"
@@ -78,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         launched = launch(
             args.config,
             throughput_mode=not args.ray_default_mode,
+            host=args.host,
             port=args.port,
             grpc_port=args.grpc_port,
             dashboard_port=args.dashboard_port,
