@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import httpx
+import orjson
 
 from domain import DispatchRound, Order
 from serve_app.schemas import (
@@ -23,6 +24,7 @@ from serve_app.schemas import (
     EtrRequest,
     EtrResponse,
     OrderIn,
+    round_fields,
 )
 
 
@@ -43,7 +45,7 @@ class OrmlClient:
     def close(self) -> None:
         self._http.close()
 
-    def _post(self, path: str, body: str) -> dict[str, Any]:
+    def _post(self, path: str, body: str | bytes) -> dict[str, Any]:
         r = self._http.post(path, content=body, headers={"content-type": "application/json"})
         if r.status_code >= 400:
             raise httpx.HTTPStatusError(
@@ -54,12 +56,13 @@ class OrmlClient:
     def dispatch(
         self, round_: DispatchRound | DispatchRequest, *, utc_offset_s: float = 0.0
     ) -> DispatchResponse:
-        req = (
-            round_
+        # A domain round goes as its fields, unvalidated here: the server validates it.
+        body = (
+            round_.model_dump_json()
             if isinstance(round_, DispatchRequest)
-            else DispatchRequest.from_domain(round_, utc_offset_s)
+            else orjson.dumps(round_fields(round_, utc_offset_s))
         )
-        return DispatchResponse.model_validate(self._post("/v1/dispatch", req.model_dump_json()))
+        return DispatchResponse.model_validate(self._post("/v1/dispatch", body))
 
     def etr(self, orders: Sequence[Order], *, utc_offset_s: float = 0.0) -> EtrResponse:
         req = EtrRequest(orders=[OrderIn.from_domain(o) for o in orders], utc_offset_s=utc_offset_s)

@@ -124,19 +124,7 @@ class OrderIn(_Model):
 
     @classmethod
     def from_domain(cls, o: Order) -> OrderIn:
-        return cls(
-            id=o.id,
-            pickup=Position(lat=o.pickup.lat, lng=o.pickup.lng),
-            dropoff=Position(lat=o.dropoff.lat, lng=o.dropoff.lng),
-            created_at=o.created_at,
-            ready_at=o.ready_at,
-            promised_at=o.promised_at,
-            size=o.size,
-            items=o.items,
-            item_counts=list(o.item_counts),
-            pickup_service_s=o.pickup_service_s,
-            dropoff_service_s=o.dropoff_service_s,
-        )
+        return cls.model_validate(order_fields(o))
 
 
 class StopIn(_Model):
@@ -182,16 +170,7 @@ class RiderIn(_Model):
 
     @classmethod
     def from_domain(cls, r: Rider) -> RiderIn:
-        return cls(
-            id=r.id,
-            position=Position(lat=r.position.lat, lng=r.position.lng),
-            speed_mps=r.speed_mps,
-            capacity=r.capacity,
-            route=[StopIn(order_id=s.order_id, kind=s.kind) for s in r.route.stops],
-            orders=[OrderIn.from_domain(o) for o in r.orders],
-            picked_up=sorted(r.picked_up),
-            available_at=r.available_at,
-        )
+        return cls.model_validate(rider_fields(r))
 
 
 #: ``DispatchWeights`` fields the server sets itself, from its configuration (the stop limit
@@ -292,14 +271,52 @@ class DispatchRequest(_Model):
 
     @classmethod
     def from_domain(cls, r: DispatchRound, utc_offset_s: float = 0.0) -> DispatchRequest:
-        w = r.weights
-        return cls(
-            now=r.now,
-            riders=[RiderIn.from_domain(x) for x in r.riders],
-            orders=[OrderIn.from_domain(o) for o in r.orders],
-            weights=WeightsIn(**_api_weights(w)),
-            utc_offset_s=utc_offset_s,
-        )
+        return cls.model_validate(round_fields(r, utc_offset_s))
+
+
+# A domain value in the request's JSON shape, as plain values (None fields left out, as
+# ``model_dump(exclude_none=True)`` leaves them): the one mapping from the domain to the wire,
+# which the models validate (``from_domain``) and the clients send as they are (a 5000-rider
+# round without building a model of it: a protobuf message or JSON straight from these).
+def order_fields(o: Order) -> dict[str, Any]:
+    return {
+        "id": o.id,
+        "pickup": {"lat": o.pickup.lat, "lng": o.pickup.lng},
+        "dropoff": {"lat": o.dropoff.lat, "lng": o.dropoff.lng},
+        "created_at": o.created_at,
+        "ready_at": o.ready_at,
+        "promised_at": o.promised_at,
+        "size": o.size,
+        "items": o.items,
+        "item_counts": list(o.item_counts),
+        "pickup_service_s": o.pickup_service_s,
+        "dropoff_service_s": o.dropoff_service_s,
+    }
+
+
+def rider_fields(r: Rider) -> dict[str, Any]:
+    fields = {
+        "id": r.id,
+        "position": {"lat": r.position.lat, "lng": r.position.lng},
+        "speed_mps": r.speed_mps,
+        "capacity": r.capacity,
+        "route": [{"order_id": s.order_id, "kind": str(s.kind)} for s in r.route.stops],
+        "orders": [order_fields(o) for o in r.orders],
+        "picked_up": sorted(r.picked_up),
+    }
+    if r.available_at is not None:
+        fields["available_at"] = r.available_at
+    return fields
+
+
+def round_fields(r: DispatchRound, utc_offset_s: float = 0.0) -> dict[str, Any]:
+    return {
+        "now": r.now,
+        "riders": [rider_fields(x) for x in r.riders],
+        "orders": [order_fields(o) for o in r.orders],
+        "weights": {k: v for k, v in _api_weights(r.weights).items() if v is not None},
+        "utc_offset_s": utc_offset_s,
+    }
 
 
 class AssignmentOut(_Model):

@@ -30,6 +30,7 @@ from serve_app.schemas import (
     OrderIn,
     SolveRequest,
     SolveResponse,
+    round_fields,
 )
 
 
@@ -108,14 +109,13 @@ class OrmlGrpcClient:
     def dispatch(
         self, round_: DispatchRound | DispatchRequest, *, utc_offset_s: float = 0.0
     ) -> DispatchResponse:
-        req = (
-            round_
+        # A domain round goes as its fields, unvalidated here: the server validates it.
+        fields = (
+            round_.model_dump(exclude_none=True)
             if isinstance(round_, DispatchRequest)
-            else DispatchRequest.from_domain(round_, utc_offset_s)
+            else round_fields(round_, utc_offset_s)
         )
-        got = self._call(
-            self._stub.Dispatch, pb.DispatchRequest(**req.model_dump(exclude_none=True))
-        )
+        got = self._call(self._stub.Dispatch, pb.DispatchRequest(**fields))
         d = message_to_dict(got)
         d["routes"] = {rider: r["stops"] for rider, r in d["routes"].items()}
         d["model_version"] = d["model_version"] or None

@@ -313,3 +313,15 @@ def test_grpc_fields_take_the_fast_path_when_the_model_takes_them_and_read_the_s
     assert fast_of_fields(fields) == want
     if edit is None:
         assert want is not None and DECODER.from_fields(fields, lambda: None) is not None
+
+
+@pytest.mark.parametrize(("riders", "orders", "seed"), [(0, 2, 1), (12, 5, 2), (40, 20, 3)])
+def test_a_rounds_fields_are_its_requests_json_as_the_models_write_it(riders, orders, seed):
+    """The clients send a domain round as ``round_fields`` (no model built of it): the same
+    JSON the model writes for it, so the server reads the same round."""
+    from serve_app.schemas import round_fields
+
+    round_ = generate_round(riders, orders, seed=seed)
+    fields = json.loads(json.dumps(round_fields(round_, 1800.0)))
+    model = DispatchRequest.from_domain(round_, 1800.0)
+    assert fields == model.model_dump(mode="json", exclude_none=True)
