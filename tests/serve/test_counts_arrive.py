@@ -8,8 +8,10 @@ import time
 
 import httpx
 
-#: What the test allows: the ingress's flush (1 s) and Ray's metrics export.
-ARRIVE_WITHIN_S = 5.0
+#: What the test allows: the ingress's flush (1 s) and Ray's metrics export (2 s), with room
+#: for a loaded box (measured: 3.1 s; before the flush was scheduled they never arrived
+#: without another request).
+ARRIVE_WITHIN_S = 8.0
 
 
 def bulk_422s(metrics_url: str) -> float:

@@ -187,7 +187,8 @@ def test_idle_floods_from_many_hosts_each_under_its_share_leave_a_real_caller_an
         for s in flood:
             s.close()
     print(f"{len(hosts)} hosts x {per_host}: {refused} refused; a real call took {took:.3f} s")
-    assert ready.status_code == 200 and took < 2.0, (took, _proxy_state(port))
+    # (on Serve's fixed maxconn the same call waited past its 5 s timeout)
+    assert ready.status_code == 200 and took < 3.0, (took, _proxy_state(port))
     # the hosts past the filling point were held to their small share
     assert refused >= len(hosts) * per_host - front_connections() * FILLING - len(hosts) * (
         SHARE_WHEN_FILLING + 1
