@@ -59,10 +59,6 @@ class DeploymentStatus:
     async def ready(self) -> bool:
         return (await self.readiness())[0]
 
-    async def etr_ready(self) -> bool:
-        state = await self.states()
-        return "reason" not in state and bool(state["etr"]["healthy"])
-
     async def etr_model(self) -> EtrModelState:
         """The ETR model as the Etr deployment describes it; Unavailable while the
         deployments' state cannot be read."""

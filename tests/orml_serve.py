@@ -14,10 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextmanager
-def orml_serve(argv: list[str], env: dict[str, str], log: Path) -> Iterator[None]:
+def orml_serve(
+    argv: list[str], env: dict[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``argv`` (an ``orml serve`` command) in the repository until it prints that it
-    serves; stop it with SIGTERM on exit (SIGKILL to its group after 90 s). The output goes to
-    ``log``; its tail is the assertion message when it dies or takes over 240 s to start."""
+    serves, yielding its process; stop it with SIGTERM on exit (SIGKILL to its group after
+    90 s; its ``returncode`` is then set). The output goes to ``log``; its tail is the
+    assertion message when it dies or takes over 240 s to start."""
     with log.open("w") as out:
         proc = subprocess.Popen(
             argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -28,7 +31,7 @@ def orml_serve(argv: list[str], env: dict[str, str], log: Path) -> Iterator[None
             assert proc.poll() is None, log.read_text()[-3000:]
             assert time.monotonic() < deadline, "orml serve did not come up"
             time.sleep(1)
-        yield
+        yield proc
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from ops.ports import free_port, free_ports
+from tests.orml_serve import orml_serve
 
 ORML = str(Path(sys.executable).with_name("orml"))
 pytestmark = pytest.mark.serve
@@ -276,16 +277,8 @@ def test_everything_the_app_binds_follows_host(tmp_path):
     names = ("port", "grpc-port", "dashboard-port", "metrics-port")
     ports = dict(zip(names, free_ports(len(names)), strict=True))
     before = haproxy_pids()
-    log = tmp_path / "serve.log"
     args = [ORML, "serve", "--host", "127.0.0.1", *(f"--{k}={v}" for k, v in ports.items())]
-    with log.open("w") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while "SIGTERM stops" not in log.read_text():
-            assert proc.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, "orml serve did not come up"
-            time.sleep(1)
+    with orml_serve(args, dict(os.environ), tmp_path / "serve.log") as proc:
         ours = {proc.pid} | {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
         ours |= haproxy_pids() - before  # HAProxy runs in a session of its own
         listeners = [
@@ -306,8 +299,4 @@ def test_everything_the_app_binds_follows_host(tmp_path):
             port for ip, port in serve if ip in ("0.0.0.0", "::") and _speaks_http1(port)
         ]
         assert wildcard_http == [], wildcard_http
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=90) == 0
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0

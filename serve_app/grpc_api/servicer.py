@@ -21,12 +21,12 @@ from pydantic import ValidationError
 from domain import TrafficClass
 from etr import versions
 from serve_app import kserve_v2
-from serve_app.deployment_status import DeploymentStatus
+from serve_app.deployment_status import DeploymentStatus, EtrModelState
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import convert, inference, wire
 from serve_app.grpc_api import kserve_v2_pb2 as v2
 from serve_app.grpc_api import orml_pb2 as pb
-from serve_app.grpc_api.registration import METHODS, RawRequest
+from serve_app.grpc_api.registration import INFERENCE_METHODS, METHODS, RawRequest
 from serve_app.http_edge import invalid_input
 from serve_app.pipeline import (
     CallContext,
@@ -142,55 +142,53 @@ class GrpcIngress:
     async def ModelMetadata(  # noqa: N802
         self, request: RawRequest | v2.ModelMetadataRequest, grpc_context: Any
     ) -> v2.ModelMetadataResponse:
-        async def run(ctx: CallContext) -> v2.ModelMetadataResponse:
-            msg = self._parse(request, v2.ModelMetadataRequest)
-            state = await self.status.etr_model()
+        def answer(msg: v2.ModelMetadataRequest, state: EtrModelState) -> Any:
             kserve_v2.resolve_version(state, msg.name, msg.version)
             return inference.metadata_response(state)
 
-        return await self._answer(
-            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelMetadataResponse, run
-        )
+        return await self._about_the_model(request, grpc_context, "ModelMetadata", answer)
 
     async def ModelConfig(  # noqa: N802
         self, request: RawRequest | v2.ModelConfigRequest, grpc_context: Any
     ) -> v2.ModelConfigResponse:
-        async def run(ctx: CallContext) -> v2.ModelConfigResponse:
-            msg = self._parse(request, v2.ModelConfigRequest)
-            state = await self.status.etr_model()
+        def answer(msg: v2.ModelConfigRequest, state: EtrModelState) -> Any:
             kserve_v2.resolve_version(state, msg.name, msg.version)
             config = kserve_v2.model_config(state, self.args.limits.max_orders)
             return inference.config_response(config)
 
-        return await self._answer(
-            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelConfigResponse, run
-        )
+        return await self._about_the_model(request, grpc_context, "ModelConfig", answer)
 
     async def ModelStatistics(  # noqa: N802
         self, request: RawRequest | v2.ModelStatisticsRequest, grpc_context: Any
     ) -> v2.ModelStatisticsResponse:
-        async def run(ctx: CallContext) -> v2.ModelStatisticsResponse:
-            msg = self._parse(request, v2.ModelStatisticsRequest)
-            state = await self.status.etr_model()
+        def answer(msg: v2.ModelStatisticsRequest, state: EtrModelState) -> Any:
             stats = kserve_v2.model_statistics(state, msg.name, msg.version)
             return inference.statistics_response(stats)
 
-        return await self._answer(
-            grpc_context, "etr", TrafficClass.ONLINE, v2.ModelStatisticsResponse, run
-        )
+        return await self._about_the_model(request, grpc_context, "ModelStatistics", answer)
 
     async def RepositoryIndex(  # noqa: N802
         self, request: RawRequest | v2.RepositoryIndexRequest, grpc_context: Any
     ) -> v2.RepositoryIndexResponse:
-        async def run(ctx: CallContext) -> v2.RepositoryIndexResponse:
-            msg = self._parse(request, v2.RepositoryIndexRequest)
-            state = await self.status.etr_model()
+        def answer(msg: v2.RepositoryIndexRequest, state: EtrModelState) -> Any:
             index = kserve_v2.repository_index(state, versions("etr"), msg.ready)
             return inference.index_response(index)
 
-        return await self._answer(
-            grpc_context, "etr", TrafficClass.ONLINE, v2.RepositoryIndexResponse, run
-        )
+        return await self._about_the_model(request, grpc_context, "RepositoryIndex", answer)
+
+    async def _about_the_model(
+        self, request: RawRequest | Message, grpc_context: Any, method: str, answer: Any
+    ) -> Any:
+        """An Open Inference Protocol call that reads the ETR model's state, as the ``etr``
+        endpoint (its key, its deadline): ``answer(message, state)`` of ``method``'s request
+        (``INFERENCE_METHODS``), or the error as the table says."""
+        request_type, response_type = INFERENCE_METHODS[method]
+
+        async def run(ctx: CallContext) -> Any:
+            msg = self._parse(request, request_type)
+            return answer(msg, await self.status.etr_model())
+
+        return await self._answer(grpc_context, "etr", TrafficClass.ONLINE, response_type, run)
 
     async def ModelInfer(  # noqa: N802
         self, request: RawRequest | v2.ModelInferRequest, grpc_context: Any

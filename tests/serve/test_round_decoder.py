@@ -7,8 +7,10 @@ the round packs to the same arrays."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import math
 
 import numpy as np
 import pytest
@@ -325,3 +327,55 @@ def test_a_rounds_fields_are_its_requests_json_as_the_models_write_it(riders, or
     fields = json.loads(json.dumps(round_fields(round_, 1800.0)))
     model = DispatchRequest.from_domain(round_, 1800.0)
     assert fields == model.model_dump(mode="json", exclude_none=True)
+
+
+def _scalar_places(msg, here=()):
+    """(message, field name, field type) of every single scalar field set in ``msg``,
+    nested."""
+    for field, value in msg.ListFields():
+        if field.message_type is None:
+            if not field.is_repeated:
+                yield msg, field.name, field.cpp_type
+        elif field.is_repeated:
+            for item in value:
+                yield from _scalar_places(item)
+        else:
+            yield from _scalar_places(value)
+
+
+GRPC_VALUES = st.one_of(
+    st.sampled_from([math.inf, -math.inf, math.nan, 0.0, -1.0, 1e308, -1e308]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(2**31), 2**31 - 1),
+    st.text(max_size=5),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 50),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "clear"]), GRPC_VALUES),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_grpc_fields_are_taken_when_the_model_takes_them_and_read_the_same(seed, edits):
+    """A gRPC round with any of its set scalars changed (non-finite numbers, out of range,
+    another type where the protobuf field takes it) or cleared: the fast path takes it exactly
+    when the model does, and reads it the same."""
+
+    def edit(m):
+        for pick, how, value in edits:
+            places = list(_scalar_places(m))
+            if not places:
+                return
+            msg, name, _ = places[pick % len(places)]
+            if how == "clear":
+                msg.ClearField(name)
+                continue
+            with contextlib.suppress(TypeError, ValueError):  # the field does not take it
+                setattr(msg, name, value)
+
+    fields = grpc_fields(base_body(6, 4, seed), edit)
+    assert fast_of_fields(fields) == model_of_fields(fields)
