@@ -13,10 +13,11 @@ features and inference timed, then the round priced with them: the work the app 
 its edge), and the plain round without ETR (the baseline of the runs before 2026-11-25, which
 did less work than the app: no model, no ETR re-pricing). Reports the medians, the ratios, and
 the served round's stages (``timings_ms``: decode, ETR, pack, the solver hop, unpack). Then,
-in this process, the body to arrays both ways the edge reads a round: the fast path
-(``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic validation,
-domain types, ``pack_round``), the same arrays. Writes DIR/big_round.csv and (--json) every
-run.
+in this process, the request to arrays each way the edge reads a round: for JSON the fast
+path (``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic
+validation, domain types, ``pack_round``); for protobuf the reader (``round_message``: the
+bytes straight to columns) against the model's (parse, fields, the model); the same arrays.
+Writes DIR/big_round.csv and (--json) every run.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ from etr.repository import load_artifact
 from etr.select import load_runtime
 from ops import local
 from planner import dispatch_round, generate_round
+from planner.round_to_arrays import PackedRound
 from serve_app.config import DispatchAppArgs
+from serve_app.grpc_api import convert, round_message
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels
@@ -117,7 +120,7 @@ def main() -> None:
                 )
         channel.close()
     write_csv(args.out / "big_round.csv", rows)
-    to_arrays = body_to_arrays(body, repeat)
+    to_arrays = body_to_arrays(body, message, repeat)
     med = {
         key: statistics.median(r[key] for r in rows)
         for key in rows[0]
@@ -141,12 +144,15 @@ def main() -> None:
             for k in ("decode_ms", "etr_ms", "pack_ms", "solve_ms", "unpack_ms", "total_ms")
         )
     )
-    fast, model = to_arrays["fast_ms"], to_arrays["model_ms"]
     print(
-        "\n| body to arrays, in process (median ms) | fast path | the model's path | ratio |\n"
-        f"|---|---|---|---|\n| {riders} x {orders} | {fast:.0f} | {model:.0f} | "
-        f"{model / fast:.2f}x faster |"
+        f"\n| {riders} x {orders}: request to arrays, in process (median ms) | fast path |"
+        " the model's path | ratio |\n|---|---|---|---|"
     )
+    for name, fast, model in (
+        ("JSON body", to_arrays["fast_ms"], to_arrays["model_ms"]),
+        ("protobuf message", to_arrays["message_fast_ms"], to_arrays["message_model_ms"]),
+    ):
+        print(f"| {name} | {fast:.0f} | {model:.0f} | {model / fast:.2f}x faster |")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -163,24 +169,42 @@ def main() -> None:
         )
 
 
-def body_to_arrays(body: bytes, repeat: int) -> dict[str, float]:
-    """Median ms from the JSON ``body`` to the packed round, by the fast path and by the
-    model's, alternating; raises AssertionError if their arrays differ."""
+def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]:
+    """Median ms from the request to the packed round, in this process, each way the edge
+    reads one, alternating: the JSON ``body`` by the fast path (``RoundDecoder.decode``) and
+    by the model's; the protobuf ``message`` by the reader (``from_message``: its bytes
+    straight to columns) and by the model's (parse, fields, the model). Raises
+    AssertionError if their arrays differ."""
     limits = DispatchAppArgs().limits
     decoder = RoundDecoder.for_limits(limits)
     model = RequestModels.for_limits(limits).dispatch
-    fast_ms, model_ms = [], []
+    round_message.warm_up()
+
+    def json_by_model() -> PackedRound:
+        return model.model_validate_json(body).packed()
+
+    def message_by_model() -> PackedRound:
+        fields = convert.message_to_dict(pb.DispatchRequest.FromString(message))
+        return model.model_validate(fields).packed()
+
+    ways = {
+        "fast_ms": lambda: decoder.decode(body).packed(),
+        "model_ms": json_by_model,
+        "message_fast_ms": lambda: decoder.from_message(message, message_by_model).packed(),
+        "message_model_ms": message_by_model,
+    }
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    packed: dict[str, PackedRound] = {}
     for _ in range(max(repeat, 3)):
-        t0 = time.perf_counter()
-        fast = decoder.decode(body).packed()
-        t1 = time.perf_counter()
-        slow = model.model_validate_json(body).packed()
-        t2 = time.perf_counter()
-        fast_ms.append((t1 - t0) * 1e3)
-        model_ms.append((t2 - t1) * 1e3)
-    assert np.array_equal(fast.routes.stop_xy, slow.routes.stop_xy)
-    assert np.array_equal(fast.owner, slow.owner) and fast.order_ids == slow.order_ids
-    return {"fast_ms": statistics.median(fast_ms), "model_ms": statistics.median(model_ms)}
+        for name, way in ways.items():
+            t0 = time.perf_counter()
+            packed[name] = way()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    want = packed["model_ms"]
+    for got in packed.values():
+        assert np.array_equal(got.routes.stop_xy, want.routes.stop_xy)
+        assert np.array_equal(got.owner, want.owner) and got.order_ids == want.order_ids
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from serve_app.cache_setup import build_cache
 from serve_app.config import DispatchAppArgs, Limits
 from serve_app.deployment_status import DeploymentStatus
 from serve_app.failover import Failover
+from serve_app.grpc_api import round_message
 from serve_app.grpc_api.servicer import GrpcIngress
 from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
@@ -112,6 +113,9 @@ class DispatchIngress(GrpcIngress):
         self.cpu_priority = raise_priority(self.args.ingress_priority_steps)
         log.info("Ingress CPU priority: %s", self.cpu_priority)
         self.models = RequestModels.for_limits(self.args.limits)
+        # First: the gRPC round reader loads (compiled in a child on a cold cache) while the
+        # rest is built; the replica is ready once it is.
+        round_message.load_in_background()
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
         res = self.args.resilience
         self.failover = Failover(
@@ -135,7 +139,9 @@ class DispatchIngress(GrpcIngress):
         auth = self.args.auth
         api_keys = ApiKeys.load(auth.protected, auth.tokens_env, auth.tokens_file)
         self.contexts = RequestContexts(api_keys, self.args.admission)
-        self.status = DeploymentStatus(self.solver, self.etr, self.args.readiness_timeout_s)
+        self.status = DeploymentStatus(
+            self.solver, self.etr, self.args.readiness_timeout_s, round_message.ready
+        )
         self.pipeline = Pipeline(
             solver=self.solver,
             etr=self.etr,

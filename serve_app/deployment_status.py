@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -20,10 +21,19 @@ class ReportsReady(Protocol):
 
 class DeploymentStatus:
     """solver, etr : what answers ``ready()`` for each deployment (its state as a dict);
-    timeout_s : how long both may take to answer."""
+    timeout_s : how long both may take to answer; edge_loaded : whether this ingress's own
+    compiled readers are loaded (``grpc_api.round_message.ready``; a replica is ready only
+    then, as the solver only once its kernels are)."""
 
-    def __init__(self, solver: ReportsReady, etr: ReportsReady, timeout_s: float) -> None:
+    def __init__(
+        self,
+        solver: ReportsReady,
+        etr: ReportsReady,
+        timeout_s: float,
+        edge_loaded: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.solver, self.etr, self.timeout_s = solver, etr, timeout_s
+        self.edge_loaded = edge_loaded
 
     async def states(self) -> dict[str, Any]:
         """Both deployments' ``ready()`` answers, or a short reason (details only logged)."""
@@ -39,17 +49,22 @@ class DeploymentStatus:
         return {"or_solver": or_state, "etr": etr_state}
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
-        """(ready, why): each deployment's health, the solver's warm-up and the serving ETR
-        versions; no configuration (that is ``states``)."""
+        """(ready, why): each deployment's health, the solver's warm-up, the serving ETR
+        versions and this ingress's readers; no configuration (that is ``states``)."""
         state = await self.states()
         if "reason" in state:
             return False, {"ready": False, **state}
         or_state, etr_state = state["or_solver"], state["etr"]
+        edge_loaded = self.edge_loaded()
         ready = bool(
-            or_state["healthy"] and not or_state["kernel_warming"] and etr_state["healthy"]
+            or_state["healthy"]
+            and not or_state["kernel_warming"]
+            and etr_state["healthy"]
+            and edge_loaded
         )
         return ready, {
             "ready": ready,
+            "ingress": {"round_reader_loaded": edge_loaded},
             "or_solver": {
                 k: or_state.get(k) for k in ("healthy", "kernel_warming", "kernel_stage")
             },

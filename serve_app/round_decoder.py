@@ -34,41 +34,19 @@ from functools import partial
 from operator import attrgetter
 from typing import Annotated, Any
 
-import annotated_types
 import msgspec
 import numpy as np
 from msgspec import Meta
 from pydantic import BaseModel
-from pydantic.fields import FieldInfo
 
 from domain import DispatchWeights, Order
-from planner.rider_columns import obeys_domain_rules, rider_columns
+from planner.rider_columns import RiderColumns, obeys_domain_rules, rider_columns
 from planner.round_to_arrays import PackedRound, pack_columns
-from serve_app import http_edge
+from serve_app import http_edge, model_rules
+from serve_app.grpc_api import round_message
 from serve_app.pipeline.dispatch import DispatchSource
 from serve_app.pipeline.limits import Limits
 from serve_app.schemas import RequestModels
-
-#: annotated_types constraints as msgspec ``Meta`` keywords.
-_CONSTRAINTS = {
-    annotated_types.Ge: "ge",
-    annotated_types.Le: "le",
-    annotated_types.Gt: "gt",
-    annotated_types.Lt: "lt",
-    annotated_types.MinLen: "min_length",
-    annotated_types.MaxLen: "max_length",
-}
-
-
-def _meta(metadata: list[Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for m in metadata:
-        if isinstance(m, FieldInfo):  # Annotated[X, Field(...)]
-            out |= _meta(m.metadata)
-        elif type(m) in _CONSTRAINTS:
-            key = _CONSTRAINTS[type(m)]
-            out[key] = getattr(m, key)
-    return out
 
 
 def _model_of(annotation: Any) -> type[BaseModel] | None:
@@ -93,12 +71,12 @@ def _struct_type(annotation: Any, metadata: list[Any]) -> Any:
     if origin is list:
         (item,) = typing.get_args(annotation)
         listed = list[_struct_type(item, [])]  # type: ignore[misc]
-        meta = _meta(metadata)
+        meta = model_rules.constraints(metadata)
         return Annotated[listed, Meta(**meta)] if meta else listed
     model = _model_of(annotation)
     if model is not None:
         return model_struct(model)
-    meta = _meta(metadata)
+    meta = model_rules.constraints(metadata)
     return Annotated[annotation, Meta(**meta)] if meta else annotation
 
 
@@ -129,29 +107,30 @@ def model_struct(model: type[BaseModel]) -> type:
 
 
 @dataclass(frozen=True)
-class WireRound:
-    """A ``DispatchSource`` over a JSON round that kept the request's rules (the wire
-    Structs, ``wire``), its new orders and weights already domain types.
+class ColumnRound:
+    """A ``DispatchSource`` over a round read straight into columns (a JSON body's wire
+    Structs, a gRPC message's bytes) under the request's rules, its new orders and weights
+    already domain types.
 
-    Its riders become columns, are held to the domain's rules and are packed only in
-    ``packed``, the work the pipeline overlaps with the ETR call. Where the column rules refuse
-    the round (``obeys_domain_rules``), ``model_source`` reads the body with the model and
-    packs that, so its ``InvalidInput`` (the 422 naming the rider or order) is the answer.
+    ``riders()`` gives the riders' columns (for JSON, built only in ``packed``: the work the
+    pipeline overlaps with the ETR call); they are held to the domain's rules there. Where
+    those refuse the round (``obeys_domain_rules``), ``model_source`` reads the request with
+    the model and packs that, so its ``InvalidInput`` (naming the rider or order) is the
+    answer.
+
+    shape : (riders, stops on the longest committed route).
     """
 
-    wire: Any
+    now: float
+    utc_offset_s: float
     orders: tuple[Order, ...]
     weights: DispatchWeights
+    shape: tuple[int, int]
+    riders: Callable[[], RiderColumns]
     model_source: Callable[[], DispatchSource]
 
-    @property
-    def utc_offset_s(self) -> float:
-        return self.wire.utc_offset_s
-
     def sizes(self) -> tuple[int, int, int]:
-        riders = self.wire.riders
-        longest = max(map(len, map(attrgetter("route"), riders)), default=0)
-        return len(riders), len(self.orders), longest
+        return self.shape[0], len(self.orders), self.shape[1]
 
     def etr_floor(self) -> bool:
         return self.weights.etr_floor
@@ -163,8 +142,8 @@ class WireRound:
         return self.weights
 
     def packed(self) -> PackedRound:
-        now, orders = self.wire.now, self.orders
-        riders = rider_columns(self.wire.riders)
+        now, orders = self.now, self.orders
+        riders = self.riders()
         times = [(o.created_at, o.ready_at, o.promised_at) for o in orders]
         new_times = np.array(times, np.float64).reshape(len(orders), 3)
         if not obeys_domain_rules(riders, now, [o.id for o in orders], new_times):
@@ -188,7 +167,7 @@ class RoundDecoder:
 
     def read(self, body: bytes, media: str) -> DispatchSource:
         """The round of a request ``body`` in ``media`` (``http_edge.JSON`` or msgpack): a
-        valid JSON round straight to columns (``WireRound``), anything else validated by the
+        valid JSON round straight to columns (``ColumnRound``), anything else validated by the
         model.
         Raises as ``http_edge.validate_body`` (the 422 naming the fields, the 413)."""
         if media == http_edge.JSON:
@@ -197,8 +176,8 @@ class RoundDecoder:
                 return call
         return http_edge.validate_body(body, media, self._model)
 
-    def decode(self, body: bytes) -> WireRound | None:
-        """The round as a ``WireRound`` when the JSON ``body`` keeps the request's rules and
+    def decode(self, body: bytes) -> ColumnRound | None:
+        """The round as a ``ColumnRound`` when the JSON ``body`` keeps the request's rules and
         its new orders and weights the domain's, else None."""
         try:
             got: Any = self._wire.decode(body)
@@ -206,27 +185,46 @@ class RoundDecoder:
             return None
         return self._wire_round(got, partial(self._by_model, body))
 
-    def from_fields(
-        self, fields: dict[str, Any], by_model: Callable[[], DispatchSource]
-    ) -> WireRound | None:
-        """The round as a ``WireRound`` from a request already read into plain values (a gRPC
-        message as ``convert.message_to_dict`` gives it), under the same wire rules and domain
-        checks as ``decode``; None where they do not take it whole. by_model : the model's
-        reading of the same request (its errors are the answer)."""
-        try:
-            got: Any = msgspec.convert(fields, model_struct(self._model))
-        except (msgspec.ValidationError, TypeError):
+    def from_message(
+        self, data: bytes, by_model: Callable[[], DispatchSource]
+    ) -> ColumnRound | None:
+        """The round as a ``ColumnRound`` from a serialized gRPC ``DispatchRequest`` (its
+        lists already within the limits: ``grpc_api.wire.check_counts``), read straight into
+        columns by ``grpc_api.round_message`` under the same rules as ``decode``; None where
+        they do not take it whole. by_model : the model's reading of the same request (its
+        errors are the answer)."""
+        got = round_message.read_round(data, self._model)
+        if got is None:
             return None
-        return self._wire_round(got, by_model)
+        riders = got.riders
+        return ColumnRound(
+            got.now,
+            got.utc_offset_s,
+            got.orders,
+            got.weights,
+            (len(riders.ids), got.longest_route),
+            lambda: riders,
+            by_model,
+        )
 
-    def _wire_round(self, got: Any, by_model: Callable[[], DispatchSource]) -> WireRound | None:
+    def _wire_round(self, got: Any, by_model: Callable[[], DispatchSource]) -> ColumnRound | None:
         try:
             # Order.__post_init__ refuses a promise before creation (the model's own check).
             orders = tuple(msgspec.convert(got.orders, list[Order], from_attributes=True))
             weights = msgspec.convert(got.weights, DispatchWeights, from_attributes=True)
         except (msgspec.ValidationError, ValueError, TypeError):
             return None
-        return WireRound(got, orders, weights, by_model)
+        riders = got.riders
+        longest = max(map(len, map(attrgetter("route"), riders)), default=0)
+        return ColumnRound(
+            got.now,
+            got.utc_offset_s,
+            orders,
+            weights,
+            (len(riders), longest),
+            partial(rider_columns, riders),
+            by_model,
+        )
 
     def _by_model(self, body: bytes) -> DispatchSource:
         return http_edge.validate_body(body, http_edge.JSON, self._model)

@@ -39,8 +39,10 @@ def test_the_waits_are_said_in_words():
     warming = {
         "or_solver": {"healthy": True, "kernel_warming": True, "kernel_stage": "build 3/7: assign"},
         "etr": {"healthy": False},
+        "ingress": {"round_reader_loaded": False},
     }
     said = readiness_state(warming)
     assert "build 3/7: assign" in said and "the ETR model loading" in said
+    assert "gRPC round reader" in said
     assert readiness_state({"reason": "a deployment did not answer in 5 s"}).startswith("a dep")
     assert readiness_state({"or_solver": {"healthy": True}, "etr": {"healthy": True}}) == "ready"

@@ -23,7 +23,7 @@ from etr import versions
 from serve_app import kserve_v2
 from serve_app.deployment_status import DeploymentStatus, EtrModelState
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
-from serve_app.grpc_api import convert, inference, wire
+from serve_app.grpc_api import convert, inference, round_message, wire
 from serve_app.grpc_api import kserve_v2_pb2 as v2
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.registration import INFERENCE_METHODS, METHODS, RawRequest
@@ -222,20 +222,20 @@ class GrpcIngress:
             ) from None
 
     def _dispatch_source(self, request: RawRequest | Message) -> DispatchSource:
-        """A dispatch round as HTTP's fast path reads one (``RoundDecoder``: the wire rules,
-        then columns), from the message's fields; where it does not take the round whole, the
-        model's reading, whose errors are the answer (as ``_validate``)."""
+        """A dispatch round as HTTP's fast path reads one (``RoundDecoder``: the request's
+        rules over columns), from the message's bytes once its reader is loaded
+        (``round_message.ready``); where it does not take the round whole, the model's
+        reading, whose errors are the answer (as ``_validate``)."""
         model = self.models.dispatch
-        fields = convert.message_to_dict(self._message(request, "dispatch", model))
 
         def by_model() -> DispatchSource:
-            try:
-                return model.model_validate(fields)
-            except ValidationError as exc:
-                raise invalid_input(exc, prefix=()) from None
+            return self._validate(request, "dispatch", model)
 
+        if not round_message.ready():
+            return by_model()
+        data = self._bytes(request, "dispatch")
         decoder = RoundDecoder.for_limits(self.args.limits)
-        return decoder.from_fields(fields, by_model) or by_model()
+        return decoder.from_message(data, by_model) or by_model()
 
     def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
         """The request (``RawRequest``: parsed here, once admitted; a message: checked)
@@ -247,23 +247,30 @@ class GrpcIngress:
         except ValidationError as exc:
             raise invalid_input(exc, prefix=()) from None
 
-    def _message(self, request: RawRequest | Message, endpoint: str, model: Any) -> Message:
-        """The request's message: bytes within the endpoint's limit, lists within theirs
-        (counted on the wire before it is parsed, ``wire.check_counts``, and again before it
-        is converted)."""
+    def _bytes(self, request: RawRequest | Message, endpoint: str) -> bytes:
+        """The request's bytes within the endpoint's byte limit and its lists within theirs
+        (counted on the wire before anything is parsed, ``wire.check_counts``)."""
+        data = request.data if isinstance(request, RawRequest) else request.SerializeToString()
         limit = self.args.limits.body_bytes(endpoint)
-        size = len(request.data) if isinstance(request, RawRequest) else request.ByteSize()
-        if size > limit:
-            raise TooLarge("message bytes", size, limit)
+        if len(data) > limit:
+            raise TooLarge("message bytes", len(data), limit)
+        wire.check_counts(data, endpoint, self.args.limits)
+        return data
+
+    def _message(self, request: RawRequest | Message, endpoint: str, model: Any) -> Message:
+        """The request's message: bytes and lists within their limits (``_bytes``), parsed
+        once admitted, its lists counted again as the model bounds them."""
         if isinstance(request, RawRequest):
-            wire.check_counts(request.data, endpoint, self.args.limits)
+            data = self._bytes(request, endpoint)
             message_type = METHODS[ENDPOINT_METHODS[endpoint]][0]
             try:
-                request = message_type.FromString(request.data)
+                request = message_type.FromString(data)
             except DecodeError as exc:
                 raise InvalidInput.at(
                     (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
                 ) from None
+        else:
+            self._bytes(request, endpoint)
         RequestModels.check_lengths(request, model)
         return request
 

@@ -41,7 +41,8 @@ def test_healthz_and_readyz(serve_url):
         assert ready.status_code == 200, ready.text
         info = ready.json()
         assert info["ready"] is True
-        assert set(info) == {"ready", "or_solver", "etr"}
+        assert set(info) == {"ready", "ingress", "or_solver", "etr"}
+        assert info["ingress"] == {"round_reader_loaded": True}
         assert set(info["or_solver"]) == {"healthy", "kernel_warming", "kernel_stage"}
         assert set(info["etr"]) == {"healthy", "model_version", "loaded_versions"}
         status = c.get("/admin/status").json()

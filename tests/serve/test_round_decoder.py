@@ -7,10 +7,8 @@ the round packs to the same arrays."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
-import math
 
 import numpy as np
 import pytest
@@ -257,66 +255,6 @@ def test_the_fast_paths_structs_carry_every_rule_of_the_bounded_model():
     assert ("riders",) in _rules(model.model_json_schema())  # the limits are among them
 
 
-def grpc_fields(body: dict, edit=None) -> dict:
-    """``body`` as the gRPC ingress reads it: a protobuf message (``edit`` applied to it),
-    then its fields (``convert.message_to_dict``)."""
-    from serve_app.grpc_api import convert
-    from serve_app.grpc_api import orml_pb2 as pb
-
-    msg = pb.DispatchRequest(**body)
-    if edit is not None:
-        edit(msg)
-    return convert.message_to_dict(pb.DispatchRequest.FromString(msg.SerializeToString()))
-
-
-def model_of_fields(fields: dict):
-    try:
-        req = MODELS.dispatch.model_validate(fields)
-        req.to_domain()
-        return reading(req)
-    except (ValidationError, InvalidInput):
-        return None
-
-
-def fast_of_fields(fields: dict):
-    got = DECODER.from_fields(fields, lambda: MODELS.dispatch.model_validate(fields))
-    if got is None:
-        return None
-    try:
-        return reading(got)
-    except (ValidationError, InvalidInput):
-        return None
-
-
-def _rider_with_route(m):
-    return next(r for r in m.riders if r.route)
-
-
-@pytest.mark.parametrize(
-    "edit",
-    [
-        None,
-        lambda m: setattr(m.riders[0], "speed_mps", float("inf")),
-        lambda m: setattr(m.riders[0], "capacity", float("nan")),
-        lambda m: setattr(_rider_with_route(m).orders[0], "size", float("inf")),
-        lambda m: setattr(_rider_with_route(m).orders[0], "pickup_service_s", float("inf")),
-        lambda m: setattr(m.orders[0], "promised_at", float("-inf")),
-        lambda m: m.riders[0].ClearField("speed_mps"),
-        lambda m: setattr(m.riders[0].position, "lat", 91.0),
-        lambda m: setattr(_rider_with_route(m).route[0], "kind", "teleport"),
-        lambda m: setattr(m, "now", float("nan")),
-    ],
-)
-def test_grpc_fields_take_the_fast_path_when_the_model_takes_them_and_read_the_same(edit):
-    """A gRPC round is read by the same wire rules as a JSON body: taken whole and read as the
-    model reads it, or left to the model (protobuf, unlike JSON, carries inf and NaN)."""
-    fields = grpc_fields(base_body(12, 5, 7), edit)
-    want = model_of_fields(fields)
-    assert fast_of_fields(fields) == want
-    if edit is None:
-        assert want is not None and DECODER.from_fields(fields, lambda: None) is not None
-
-
 @pytest.mark.parametrize(("riders", "orders", "seed"), [(0, 2, 1), (12, 5, 2), (40, 20, 3)])
 def test_a_rounds_fields_are_its_requests_json_as_the_models_write_it(riders, orders, seed):
     """The clients send a domain round as ``round_fields`` (no model built of it): the same
@@ -327,55 +265,3 @@ def test_a_rounds_fields_are_its_requests_json_as_the_models_write_it(riders, or
     fields = json.loads(json.dumps(round_fields(round_, 1800.0)))
     model = DispatchRequest.from_domain(round_, 1800.0)
     assert fields == model.model_dump(mode="json", exclude_none=True)
-
-
-def _scalar_places(msg, here=()):
-    """(message, field name, field type) of every single scalar field set in ``msg``,
-    nested."""
-    for field, value in msg.ListFields():
-        if field.message_type is None:
-            if not field.is_repeated:
-                yield msg, field.name, field.cpp_type
-        elif field.is_repeated:
-            for item in value:
-                yield from _scalar_places(item)
-        else:
-            yield from _scalar_places(value)
-
-
-GRPC_VALUES = st.one_of(
-    st.sampled_from([math.inf, -math.inf, math.nan, 0.0, -1.0, 1e308, -1e308]),
-    st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(-(2**31), 2**31 - 1),
-    st.text(max_size=5),
-)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    seed=st.integers(0, 50),
-    edits=st.lists(
-        st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "clear"]), GRPC_VALUES),
-        min_size=1,
-        max_size=3,
-    ),
-)
-def test_grpc_fields_are_taken_when_the_model_takes_them_and_read_the_same(seed, edits):
-    """A gRPC round with any of its set scalars changed (non-finite numbers, out of range,
-    another type where the protobuf field takes it) or cleared: the fast path takes it exactly
-    when the model does, and reads it the same."""
-
-    def edit(m):
-        for pick, how, value in edits:
-            places = list(_scalar_places(m))
-            if not places:
-                return
-            msg, name, _ = places[pick % len(places)]
-            if how == "clear":
-                msg.ClearField(name)
-                continue
-            with contextlib.suppress(TypeError, ValueError):  # the field does not take it
-                setattr(msg, name, value)
-
-    fields = grpc_fields(base_body(6, 4, seed), edit)
-    assert fast_of_fields(fields) == model_of_fields(fields)
