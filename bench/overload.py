@@ -65,7 +65,7 @@ from ops.haproxy_config import QUEUE_MS, QUEUE_MS_ENV, SERVE_DEFAULTS_ENV
 from ops.loadgen import HttpLoad, encode_request, run_load
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
-from serve_app.http_routes import lane_capacities
+from serve_app.http.routes import lane_capacities
 from serve_app.schemas import DispatchRequest
 
 MULTIPLES = (3, 6, 10)

@@ -39,7 +39,7 @@ from ops import hostile, local, slow_and_dead
 from ops.haproxy_config import CONNECTIONS_PER_SOURCE, FILLING, front_connections
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
-from serve_app.http_routes import lane_capacities
+from serve_app.http.routes import lane_capacities
 from serve_app.schemas import DispatchRequest
 
 DEADLINE_S = 10.0

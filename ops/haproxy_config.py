@@ -17,7 +17,7 @@ this module, then the real binary with the same arguments). Three changes:
   the queue's drain time); HAProxy only keeps the excess from reaching it.
 
   Each lane backend's server for an Ingress replica that registered a listener of its own
-  (``serve_app.lean_listener``: the same app without Serve's per-request wrapper) points at
+  (``serve_app.http.lean_listener``: the same app without Serve's per-request wrapper) points at
   that listener, its health tracking Serve's server for the same replica; a replica not
   registered is reached through Serve's listener as before.
 * **A shed that costs little.** Under heavy overload on a small box, refusing dispatch
@@ -56,7 +56,7 @@ from pathlib import Path
 
 from config import environment
 from config.secrets import read_env
-from serve_app.lean_listener import PORTS_DIR_ENV, registered_ports
+from serve_app.http.lean_listener import PORTS_DIR_ENV, registered_ports
 
 LANES_ENV = environment.HAPROXY_LANES.name
 REAL_BINARY_ENV = environment.HAPROXY_REAL_BINARY.name
@@ -148,7 +148,7 @@ def rewrite(
 ) -> str:
     """``config`` (Serve's HAProxy config) with the stats and metrics binds on loopback and a
     shedding backend per lane (see module doc); lean_ports : replica id -> its own listener's
-    port (``serve_app.lean_listener.registered_ports``); cheap_sheds : lanes read bodies up
+    port (``serve_app.http.lean_listener.registered_ports``); cheap_sheds : lanes read bodies up
     to BUFFER_BYTES whole and do not log their sheds (False: Serve's buffers, a log line per
     shed). A config without Serve's HTTP app backends is returned with the binds and the
     buffer size changed only."""

@@ -280,7 +280,7 @@ def app_lanes(raw: dict[str, Any]) -> dict[str, int]:
     """The admission lanes' capacities of the config's orml app, per POST path (what HAProxy
     lets through to an Ingress replica: ``ops.haproxy_config``); {} without one."""
     from serve_app.config import DispatchAppArgs
-    from serve_app.http_routes import lane_capacities
+    from serve_app.http.routes import lane_capacities
 
     for app in raw.get("applications", []):
         if app.get("import_path") == "serve_app.builder:app_builder":

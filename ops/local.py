@@ -94,13 +94,13 @@ def haproxy_env(
     http_host: str = "127.0.0.1",
 ) -> dict[str, str]:
     """Ports and private files for this start's HAProxy (see module doc); its stats page and
-    metrics on 127.0.0.1 only, and ``lanes`` (path -> capacity, ``http_routes.
+    metrics on 127.0.0.1 only, and ``lanes`` (path -> capacity, ``routes.
     lane_capacities``) shed in front of the ingress (``ops.haproxy_config``), sent to the
-    Ingress replicas' own listeners bound on ``http_host`` (``serve_app.lean_listener``)."""
+    Ingress replicas' own listeners bound on ``http_host`` (``serve_app.http.lean_listener``)."""
     from ray.serve._private.haproxy import get_haproxy_binary
 
     from ops.haproxy_config import LANES_ENV, REAL_BINARY_ENV, proxy_threads
-    from serve_app.lean_listener import HOST_ENV, PORTS_DIR_ENV
+    from serve_app.http.lean_listener import HOST_ENV, PORTS_DIR_ENV
 
     wrapper = workdir / "haproxy"
     wrapper.write_text(_HAPROXY_WRAPPER.format(python=sys.executable))
@@ -109,7 +109,7 @@ def haproxy_env(
         "RAY_SERVE_HAPROXY_BINARY_PATH": str(wrapper),
         REAL_BINARY_ENV: get_haproxy_binary(),
         LANES_ENV: json.dumps(dict(lanes or {})),
-        # The Ingress replicas register their own listeners here (serve_app.lean_listener),
+        # The Ingress replicas register their own listeners here (serve_app.http.lean_listener),
         # bound where Serve's listeners are.
         PORTS_DIR_ENV: str(workdir / "lean"),
         HOST_ENV: http_host,
@@ -170,7 +170,7 @@ def start(
 
     dashboard_port : None starts no dashboard. grpc_servicers : what the gRPC ingress serves
     (default ``GRPC_SERVICERS``). haproxy_lanes : per POST path, the requests HAProxy lets
-    through to an Ingress replica at once (``http_routes.lane_capacities``; None, or a path
+    through to an Ingress replica at once (``routes.lane_capacities``; None, or a path
     mapped to None: no limit at the proxy).
     extra_env : more environment for Ray's processes.
     """
@@ -203,7 +203,7 @@ def start(
             base + 2 * ports.DIRECT_INGRESS_BLOCK + 1,
         )
         if haproxy_lanes is None:  # no shedding at the proxy; the lanes' own listeners still
-            from serve_app.http_routes import LANE_OF_PATH
+            from serve_app.http.routes import LANE_OF_PATH
 
             haproxy_lanes = dict.fromkeys(LANE_OF_PATH)
         env.update(haproxy_env(_haproxy_dir, *haproxy_ports, haproxy_lanes, http_host))

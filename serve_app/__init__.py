@@ -14,7 +14,7 @@ __getattr__, __dir__, __all__ = lazy_loader.attach(
         "config": ["DispatchAppArgs"],
         "pipeline.limits": ["Limits"],
         "pipeline.dispatch": ["Pipeline"],
-        "http_client": ["OrmlClient"],
+        "http.client": ["OrmlClient"],
         "grpc_api.client": ["OrmlGrpcClient"],
     },
 )

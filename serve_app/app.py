@@ -1,6 +1,6 @@
 """The ingress deployment: the wiring of one replica. It builds the one pipeline, the request
-contexts, the deployments' status and the HTTP endpoints (``serve_app.http_endpoints``, bound
-to the route table by ``serve_app.http_app.build_http_app``), serves that app through Serve and
+contexts, the deployments' status and the HTTP endpoints (``serve_app.http.endpoints``, bound
+to the route table by ``serve_app.http.app.build_http_app``), serves that app through Serve and
 its own listener, and carries what Serve must find on the deployment itself: the gRPC methods
 (``serve_app.grpc_api.servicer``), the Python handle API (``plan``) and the operations calls.
 
@@ -26,16 +26,16 @@ from serve_app.config import DispatchAppArgs, Limits
 from serve_app.deployment_status import DeploymentStatus
 from serve_app.failover import Failover
 from serve_app.grpc_api import round_message
+from serve_app.grpc_api.cap import GRPC_CAP_ENV
 from serve_app.grpc_api.servicer import GrpcIngress
-from serve_app.grpc_cap import GRPC_CAP_ENV
 from serve_app.handles import EtrHandle, SolverHandle
 from serve_app.heap_probe import HeapProbe
 from serve_app.hedging import HedgePolicy
-from serve_app.http_app import build_http_app
-from serve_app.http_endpoints import HttpEndpoints
-from serve_app.http_routes import LANE_OF_PATH
+from serve_app.http.app import build_http_app
+from serve_app.http.endpoints import HttpEndpoints
+from serve_app.http.lean_listener import LeanListener
+from serve_app.http.routes import LANE_OF_PATH
 from serve_app.ingress_metrics import CacheMetrics, stage_histogram
-from serve_app.lean_listener import LeanListener
 from serve_app.local_etr import LocalEtr
 from serve_app.pipeline import (
     Admission,

@@ -11,7 +11,7 @@ from actors.etr_model import EtrDeployment
 from actors.or_solver import OrSolverDeployment
 from serve_app.app import DispatchIngress
 from serve_app.config import DispatchAppArgs
-from serve_app.grpc_cap import grpc_cap_options
+from serve_app.grpc_api.cap import grpc_cap_options
 
 
 def app_builder(args: DispatchAppArgs) -> Application:

@@ -256,7 +256,7 @@ class DispatchAppArgs(BaseModel):
         True,
         description="Each Ingress replica also serves the admission lanes' routes on a "
         "listener of its own, without Serve's per-request wrapper, where the launcher set "
-        "HAProxy up for it (`orml serve`; serve_app.lean_listener). Off: every request "
+        "HAProxy up for it (`orml serve`; serve_app.http.lean_listener). Off: every request "
         "through Serve's listener.",
     )
     ingress_priority_steps: int = Field(

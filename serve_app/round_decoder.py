@@ -42,8 +42,9 @@ from pydantic import BaseModel
 from domain import DispatchWeights, Order
 from planner.rider_columns import RiderColumns, obeys_domain_rules, rider_columns
 from planner.round_to_arrays import PackedRound, pack_columns
-from serve_app import http_edge, model_rules
+from serve_app import model_rules
 from serve_app.grpc_api import round_message
+from serve_app.http import codec
 from serve_app.pipeline.dispatch import DispatchSource
 from serve_app.pipeline.limits import Limits
 from serve_app.schemas import RequestModels
@@ -166,15 +167,15 @@ class RoundDecoder:
         return RoundDecoder(limits)
 
     def read(self, body: bytes, media: str) -> DispatchSource:
-        """The round of a request ``body`` in ``media`` (``http_edge.JSON`` or msgpack): a
+        """The round of a request ``body`` in ``media`` (``codec.JSON`` or msgpack): a
         valid JSON round straight to columns (``ColumnRound``), anything else validated by the
         model.
-        Raises as ``http_edge.validate_body`` (the 422 naming the fields, the 413)."""
-        if media == http_edge.JSON:
+        Raises as ``codec.validate_body`` (the 422 naming the fields, the 413)."""
+        if media == codec.JSON:
             call = self.decode(body)
             if call is not None:
                 return call
-        return http_edge.validate_body(body, media, self._model)
+        return codec.validate_body(body, media, self._model)
 
     def decode(self, body: bytes) -> ColumnRound | None:
         """The round as a ``ColumnRound`` when the JSON ``body`` keeps the request's rules and
@@ -227,4 +228,4 @@ class RoundDecoder:
         )
 
     def _by_model(self, body: bytes) -> DispatchSource:
-        return http_edge.validate_body(body, http_edge.JSON, self._model)
+        return codec.validate_body(body, codec.JSON, self._model)

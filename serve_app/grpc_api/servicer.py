@@ -27,7 +27,7 @@ from serve_app.grpc_api import convert, inference, round_message, wire
 from serve_app.grpc_api import kserve_v2_pb2 as v2
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.registration import INFERENCE_METHODS, METHODS, RawRequest
-from serve_app.http_edge import invalid_input
+from serve_app.http.codec import invalid_input
 from serve_app.pipeline import (
     CallContext,
     DispatchSource,

@@ -1,4 +1,4 @@
-"""What a request body may cost on every route (``serve_app.body_limit``), as ASGI: its bytes
+"""What a request body may cost on every route (``serve_app.http.body_limit``), as ASGI: its bytes
 (413 past the path's limit) and its time (408 once the request's deadline passes with the body
 still arriving), and nothing of either once the body is whole."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from serve_app.body_limit import BodyLimit
+from serve_app.http.body_limit import BodyLimit
 
 
 async def echo_body(scope, receive, send):

@@ -98,7 +98,7 @@ def test_configs_validate_and_hold_no_secret(name):
 def test_the_ingress_grpc_transport_is_capped_at_the_body_limit(name):
     """Serve's gRPC servers take 2 GiB messages unless told otherwise, read at process start:
     each config sets the ingress's cap to its own limits.max_body_bytes."""
-    from serve_app.grpc_cap import GRPC_CAP_ENV
+    from serve_app.grpc_api.cap import GRPC_CAP_ENV
 
     app = load(name)["applications"][0]
     ingress = next(d for d in app["deployments"] if d["name"] == "Ingress")

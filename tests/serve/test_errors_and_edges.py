@@ -16,10 +16,10 @@ from starlette.requests import Request
 from actors.errors import DeviceUnhealthy
 from domain import TrafficClass
 from planner import dispatch_round, generate_round
-from serve_app import http_edge
 from serve_app.error_answers import ERROR_TABLE, answer_for, retry_after_header, retry_after_s
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.convert import message_to_dict, rich_status
+from serve_app.http import codec
 from serve_app.pipeline import (
     DeadlineExceeded,
     InvalidInput,
@@ -126,7 +126,7 @@ BODY = DispatchRequest.from_domain(generate_round(6, 3, seed=4))
     ],
 )
 def test_json_and_msgpack_bodies_parse_to_the_same_request(raw, ctype):
-    assert asyncio.run(http_edge.parse(request(raw, ctype), DispatchRequest)) == BODY
+    assert asyncio.run(codec.parse(request(raw, ctype), DispatchRequest)) == BODY
 
 
 @pytest.mark.parametrize(
@@ -135,22 +135,22 @@ def test_json_and_msgpack_bodies_parse_to_the_same_request(raw, ctype):
 )
 def test_bodies_that_are_not_the_schema_are_invalid_input_under_body(raw):
     with pytest.raises(InvalidInput) as err:
-        asyncio.run(http_edge.parse(request(raw, "application/json"), DispatchRequest))
+        asyncio.run(codec.parse(request(raw, "application/json"), DispatchRequest))
     assert err.value.errors[0].loc[0] == "body"
 
 
 def test_bad_msgpack_is_invalid_input_and_other_media_types_are_415():
     with pytest.raises(InvalidInput, match="msgpack"):
-        asyncio.run(http_edge.parse(request(b"\xc1", "application/x-msgpack"), DispatchRequest))
+        asyncio.run(codec.parse(request(b"\xc1", "application/x-msgpack"), DispatchRequest))
     with pytest.raises(UnsupportedMediaType, match="application/python-pickle"):
-        asyncio.run(http_edge.parse(request(b"x", "application/python-pickle"), DispatchRequest))
+        asyncio.run(codec.parse(request(b"x", "application/python-pickle"), DispatchRequest))
 
 
 def test_answers_are_encoded_as_asked():
     content = {"minutes": [1.5, 2.0], "model_version": "1"}
-    as_json = http_edge.encode(request(b"", None), content)
+    as_json = codec.encode(request(b"", None), content)
     assert as_json.media_type == "application/json" and json.loads(as_json.body) == content
-    as_msgpack = http_edge.encode(request(b"", None, accept="application/x-msgpack"), content)
+    as_msgpack = codec.encode(request(b"", None, accept="application/x-msgpack"), content)
     assert msgpack.unpackb(as_msgpack.body) == content
 
 
@@ -181,7 +181,7 @@ def test_the_rich_status_carries_field_violations_and_retry_info():
 
 # ---- the edge's bounds (hostile callers) -----------------------------------------------------
 def test_metric_labels_are_route_templates_never_raw_paths():
-    from serve_app.http_routes import UNMATCHED, route_label
+    from serve_app.http.routes import UNMATCHED, route_label
 
     assert route_label({"path": "/v1/etr"}) == "/v1/etr"
     assert route_label({"path": "/api/v1/dispatch", "root_path": "/api"}) == "/v1/dispatch"
@@ -204,7 +204,7 @@ def test_request_ids_are_kept_only_when_short_and_plain(raw, kept):
 def test_an_answer_lists_twenty_field_errors_and_says_how_many_more():
     from pydantic import ValidationError, create_model
 
-    from serve_app.http_edge import MAX_FIELD_ERRORS, invalid_input
+    from serve_app.http.codec import MAX_FIELD_ERRORS, invalid_input
 
     wide = create_model("Wide", **{f"f{k}": (int, ...) for k in range(500)})
     with pytest.raises(ValidationError) as exc:  # 500 missing fields

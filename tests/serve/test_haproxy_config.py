@@ -29,7 +29,7 @@ from ops.haproxy_config import (
     rewrite,
 )
 from serve_app.config import AdmissionArgs
-from serve_app.http_routes import lane_capacities
+from serve_app.http.routes import lane_capacities
 
 SERVE_CONFIG = Path(__file__).parent / "data" / "serve_haproxy.cfg"
 
@@ -104,7 +104,7 @@ def test_the_rewritten_config_is_valid_for_the_real_haproxy(config, tmp_path):
 def test_lane_servers_point_at_the_replicas_own_listeners_where_registered(config, tmp_path):
     from ray.serve._private.haproxy import get_haproxy_binary
 
-    from serve_app.lean_listener import registered_ports
+    from serve_app.http.lean_listener import registered_ports
 
     ports = tmp_path / "lean"
     ports.mkdir()

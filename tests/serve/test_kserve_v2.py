@@ -233,7 +233,7 @@ def test_tritons_extension_messages_are_read_by_tritons_own_stubs():
 
 
 def test_routes_with_a_model_and_a_version_match_their_template():
-    from serve_app.http_routes import UNMATCHED, body_endpoint, route_label
+    from serve_app.http.routes import UNMATCHED, body_endpoint, route_label
 
     assert route_label({"path": "/v2/models/etr/versions/1/infer"}) == (
         "/v2/models/{model}/versions/{version}/infer"

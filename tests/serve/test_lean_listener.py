@@ -1,4 +1,4 @@
-"""``serve_app.lean_listener``: each Ingress replica serves the lanes' routes on a listener of
+"""``serve_app.http.lean_listener``: each Ingress replica serves the lanes' routes on a listener of
 its own, which HAProxy finds in the registry and sends those routes to; the listener finishes
 what it accepted when it stops."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from ops import local
 from ops.hostile import order
-from serve_app.lean_listener import PORTS_DIR_ENV, LeanListener, registered_ports
+from serve_app.http.lean_listener import PORTS_DIR_ENV, LeanListener, registered_ports
 
 
 async def _slow_app(scope: dict, receive, send) -> None:

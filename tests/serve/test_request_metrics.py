@@ -10,7 +10,7 @@ import contextlib
 import pytest
 from starlette.requests import ClientDisconnect
 
-from serve_app import request_metrics
+from serve_app.http import request_metrics
 from serve_app.pipeline.errors import InvalidInput, Unauthenticated
 
 

@@ -1,7 +1,7 @@
 """A small typed HTTP client for services in other processes (its gRPC twin:
 ``serve_app.grpc_api.client``).
 
-    from serve_app.http_client import OrmlClient
+    from serve_app.http.client import OrmlClient
     with OrmlClient("http://127.0.0.1:8000") as c:
         plan = c.dispatch(round_)          # a domain DispatchRound, or a DispatchRequest
         minutes = c.etr(orders)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from serve_app.http_routes import app_path
+from serve_app.http.routes import app_path
 from serve_app.pipeline.context import MAX_TIMEOUT_S
 from serve_app.pipeline.errors import BodyTimeout, TooLarge
 
@@ -26,7 +26,7 @@ BODY_BYTES = "body bytes"
 
 
 class BodyLimit:
-    """limit : the byte limit of a request's path (``http_routes.app_path``), called per
+    """limit : the byte limit of a request's path (``routes.app_path``), called per
     request, so the replica can set it from its config after start; default_timeout_s : a
     request's deadline when it sends no valid ``x-timeout-ms`` (None: no time limit)."""
 

@@ -1,10 +1,10 @@
 """The HTTP edge of one ingress replica, built by it at start (``build_http_app``): FastAPI with
-every route of ``serve_app.http_routes.ROUTES`` bound to the replica's endpoints, one error
+every route of ``serve_app.http.routes.ROUTES`` bound to the replica's endpoints, one error
 handler for every route, and the middlewares in front of the router (the direct routes, the
 body limit, the request metrics), each handed what it needs: no state at module level.
 
 Serve serves this app (the ingress's ``__serve_build_asgi_app__``), and so does the replica's
-own listener (``serve_app.lean_listener``) where HAProxy's lanes send their requests.
+own listener (``serve_app.http.lean_listener``) where HAProxy's lanes send their requests.
 """
 
 # No ``from __future__ import annotations``: FastAPI reads the endpoints' annotations as types.
@@ -18,8 +18,6 @@ from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 
 from serve_app import kserve_v2, schemas
-from serve_app.body_limit import BodyLimit
-from serve_app.direct_routes import DirectRoutes
 from serve_app.error_answers import (
     ERROR_TABLE,
     answer_for,
@@ -27,13 +25,15 @@ from serve_app.error_answers import (
     retry_after_header,
     retry_after_s,
 )
-from serve_app.http_routes import ROUTES, app_path, body_endpoint
-from serve_app.openapi import document_request_bodies
+from serve_app.http.body_limit import BodyLimit
+from serve_app.http.direct_routes import DirectRoutes
+from serve_app.http.openapi import document_request_bodies
+from serve_app.http.request_metrics import RequestMetrics
+from serve_app.http.routes import ROUTES, app_path, body_endpoint
 from serve_app.pipeline import FieldError, InvalidInput
 from serve_app.pipeline.context import safe_request_id
 from serve_app.pipeline.errors import ServingError, Unauthenticated
 from serve_app.pipeline.limits import Limits
-from serve_app.request_metrics import RequestMetrics
 
 TITLE = "orml-serve"
 DESCRIPTION = "Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve."
@@ -71,7 +71,7 @@ async def error_answer(request: Request, exc: Exception) -> Response:
 def build_http_app(
     endpoints: Any, limits: Limits, default_timeout_s: float | None = None
 ) -> FastAPI:
-    """The app of ``endpoints`` (``serve_app.http_endpoints.HttpEndpoints``: a method per
+    """The app of ``endpoints`` (``serve_app.http.endpoints.HttpEndpoints``: a method per
     route's ``handler``, each taking the ``Request`` where it needs one), refusing bodies over
     ``limits`` and bodies that have not arrived within the request's deadline
     (``default_timeout_s`` where it sends none; None: no time limit)."""

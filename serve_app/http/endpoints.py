@@ -1,7 +1,7 @@
-"""The HTTP routes' handlers (``serve_app.http_routes.ROUTES`` names each by its method here):
+"""The HTTP routes' handlers (``serve_app.http.routes.ROUTES`` names each by its method here):
 each builds its request's context, hands the pipeline a decoder that parses the body only once
 the request is admitted, and encodes the answer. Errors of every route come from one table
-(``serve_app.error_answers``, through ``serve_app.http_app``).
+(``serve_app.error_answers``, through ``serve_app.http.app``).
 
 (No ``from __future__ import annotations`` here: FastAPI reads the handlers' annotations as
 types.)
@@ -14,8 +14,9 @@ from fastapi.responses import JSONResponse, Response
 
 from domain import TrafficClass
 from etr import versions
-from serve_app import http_edge, kserve_v2
+from serve_app import kserve_v2
 from serve_app.deployment_status import DeploymentStatus, EtrModelState
+from serve_app.http import codec
 from serve_app.pipeline import (
     Admission,
     CallContext,
@@ -64,35 +65,35 @@ class HttpEndpoints:
         ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
         async def decode() -> DispatchSource:
-            return self.round_decoder.read(*await http_edge.read_body(request))
+            return self.round_decoder.read(*await codec.read_body(request))
 
         plan = await self.pipeline.dispatch(decode, ctx)
-        return http_edge.encode(request, plan_to_dict(plan))
+        return codec.encode(request, plan_to_dict(plan))
 
     async def etr_minutes(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.ONLINE, "etr")
 
         async def decode() -> EtrCall:
-            req = await http_edge.parse(request, self.models.etr)
+            req = await codec.parse(request, self.models.etr)
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
         async def raw() -> bytes:
             # The same bytes of the same media type are the same request.
-            media = http_edge.body_media_type(request)
+            media = codec.body_media_type(request)
             return media.encode() + b"\0" + await request.body()
 
         got = await self.pipeline.etr_minutes(decode, ctx, raw=raw)
-        return http_edge.encode(request, prediction_to_dict(got))
+        return codec.encode(request, prediction_to_dict(got))
 
     async def etr_bulk(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.OFFLINE, "etr_bulk")
 
         async def decode() -> EtrCall:
-            req = await http_edge.parse(request, self.models.etr_bulk)
+            req = await codec.parse(request, self.models.etr_bulk)
             return EtrCall([o.to_domain() for o in req.orders], req.utc_offset_s)
 
         got = await self.pipeline.etr_minutes(decode, ctx, self.limits.max_bulk_orders)
-        return http_edge.encode(request, prediction_to_dict(got))
+        return codec.encode(request, prediction_to_dict(got))
 
     async def routes_solve(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.OFFLINE, "solve")
@@ -100,12 +101,12 @@ class HttpEndpoints:
 
         async def decode() -> SolveCall:
             nonlocal name
-            req = await http_edge.parse(request, self.models.solve)
+            req = await codec.parse(request, self.models.solve)
             name = req.name
             return req.to_call()
 
         result, cached = await self.pipeline.solve(decode, ctx)
-        return http_edge.encode(request, {**result, "instance": name, "cached": cached})
+        return codec.encode(request, {**result, "instance": name, "cached": cached})
 
     # ---- health -------------------------------------------------------------------------------
     async def healthz(self) -> dict[str, str]:
@@ -118,7 +119,7 @@ class HttpEndpoints:
         return JSONResponse(status_code=200 if ready else 503, content=why)
 
     # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
-    # Errors raise as on every route; under /v2 they answer the protocol's way (http_app).
+    # Errors raise as on every route; under /v2 they answer the protocol's way (app).
     async def v2_live(self) -> dict[str, bool]:
         return {"live": True}
 
@@ -198,7 +199,7 @@ class HttpEndpoints:
         self.api_keys.check("admin", request.headers.get("authorization"))
         if self.faults is None:
             raise HTTPException(status_code=404, detail="Not Found")
-        req = await http_edge.parse(request, FaultRequest)
+        req = await codec.parse(request, FaultRequest)
         handle = self.faults[req.deployment]
         return {"deployment": req.deployment, "kind": req.kind} | (
             await handle.inject_fault.remote(req.kind)

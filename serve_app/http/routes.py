@@ -2,7 +2,7 @@
 router reads from it: which endpoint a request is for (its body limit, its API key), its
 admission lane, and the label its metrics carry.
 
-``serve_app.http_app`` registers every route of the table on the ingress replica's app; the
+``serve_app.http.app`` registers every route of the table on the ingress replica's app; the
 middlewares, HAProxy's lanes (``ops.haproxy_config``) and the docs read the same table.
 
 Labels are route templates only (a path the app serves, or ``"unmatched"``), so a caller
@@ -21,7 +21,7 @@ class HttpRoute:
     """One route. handler : the name of the ``HttpEndpoints`` method that answers it; endpoint : the
     endpoint whose body limit and API key apply to its body (None: no body); lane : the
     admission lane the pipeline takes it through (HAProxy sheds it in front when set);
-    direct : called past FastAPI's router (``serve_app.direct_routes``); request, response :
+    direct : called past FastAPI's router (``serve_app.http.direct_routes``); request, response :
     the names of its body's and its answer's models in ``serve_app.schemas`` (the endpoints
     read their bodies themselves: the request model documents them); public : in the OpenAPI
     document."""

@@ -2,7 +2,7 @@
 
 Plain ASGI (no ``BaseHTTPMiddleware``): it only watches the ``http.response.start`` message go
 by, so it adds no task and no copy per request. The endpoint label is a route template
-(``http_routes.route_label``), never the raw path: a caller sending many distinct paths does
+(``routes.route_label``), never the raw path: a caller sending many distinct paths does
 not make many series.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from serve_app.error_answers import answer_for
-from serve_app.http_routes import route_label
+from serve_app.http.routes import route_label
 from serve_app.ingress_metrics import requests_by_endpoint
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from serve_app.http_routes import app_path
+from serve_app.http.routes import app_path
 
 ErrorHandler = Callable[[Request, Exception], Awaitable[Any]]
 RouteHandler = Callable[[Request], Awaitable[Any]]
