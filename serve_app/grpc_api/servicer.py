@@ -2,12 +2,14 @@
 Protocol's ``inference.GRPCInferenceService``): the same pipeline as HTTP.
 
 Serve's gRPC ingress calls the ingress deployment's method named after the RPC, with the
-request message and Serve's ``grpc_context``. Each method builds the context from the call's
-metadata (``x-timeout-ms``, ``x-priority``, ``x-request-id``: gRPC's own deadline does not
-reach the replica, so the typed client sends it as ``x-timeout-ms`` too), hands the pipeline
-a decoder, and answers. Errors follow ``serve_app.error_answers``'s table: the status code
-and message on the context, a ``google.rpc.Status`` (field violations, RetryInfo) in the
-``grpc-status-details-bin`` trailer and, for plain clients, ``retry-after`` (seconds).
+request message and Serve's ``grpc_context``; the deployment hands it to its
+``GrpcEndpoints`` (``serve_grpc_methods``), an object as HTTP's endpoints are. Each method
+builds the context from the call's metadata (``x-timeout-ms``, ``x-priority``,
+``x-request-id``: gRPC's own deadline does not reach the replica, so the typed client sends it
+as ``x-timeout-ms`` too), hands the pipeline a decoder, and answers. Errors follow
+``serve_app.error_answers``'s table: the status code and message on the context, a
+``google.rpc.Status`` (field violations, RetryInfo) in the ``grpc-status-details-bin`` trailer
+and, for plain clients, ``retry-after`` (seconds).
 """
 
 from __future__ import annotations
@@ -36,25 +38,35 @@ from serve_app.pipeline import (
     TooLarge,
 )
 from serve_app.pipeline.errors import NotFound, Unavailable
+from serve_app.pipeline.limits import Limits
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import RequestModels, plan_to_dict
 
 R = TypeVar("R", bound=Message)
+T = TypeVar("T")
 #: The gRPC method of each endpoint.
 ENDPOINT_METHODS = {"dispatch": "Dispatch", "etr": "Etr", "solve": "SolveRoutes"}
 
 
-class GrpcIngress:
-    """Mixed into the ingress deployment (Serve's gRPC ingress calls methods of the deployment
-    itself), which provides ``pipeline``, ``args``, ``models``, ``contexts`` (a request's
-    context, built as for HTTP) and ``status`` (what the deployments say of themselves, as the
-    HTTP routes read it)."""
+class GrpcEndpoints:
+    """The gRPC methods of both services, as HTTP's ``HttpEndpoints`` are its routes: the
+    deployment hands each call here (``serve_grpc_methods``).
 
-    pipeline: Any
-    args: Any
-    models: Any  # serve_app.schemas.RequestModels
-    contexts: Callable[[Mapping[str, str], TrafficClass, str], CallContext]
-    status: DeploymentStatus
+    pipeline : the one pipeline; limits : the request limits; models : the request models
+    under them (``RequestModels``); contexts : a request's context from its metadata, built
+    as for HTTP; status : what the deployments say of themselves, as the HTTP routes read it.
+    """
+
+    def __init__(
+        self,
+        pipeline: Any,
+        limits: Limits,
+        models: RequestModels,
+        contexts: Callable[[Mapping[str, str], TrafficClass, str], CallContext],
+        status: DeploymentStatus,
+    ) -> None:
+        self.pipeline, self.limits, self.models = pipeline, limits, models
+        self.contexts, self.status = contexts, status
 
     async def Dispatch(  # noqa: N802
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
@@ -153,7 +165,7 @@ class GrpcIngress:
     ) -> v2.ModelConfigResponse:
         def answer(msg: v2.ModelConfigRequest, state: EtrModelState) -> Any:
             kserve_v2.resolve_version(state, msg.name, msg.version)
-            config = kserve_v2.model_config(state, self.args.limits.max_orders)
+            config = kserve_v2.model_config(state, self.limits.max_orders)
             return inference.config_response(config)
 
         return await self._about_the_model(request, grpc_context, "ModelConfig", answer)
@@ -195,7 +207,7 @@ class GrpcIngress:
     ) -> v2.ModelInferResponse:
         async def run(ctx: CallContext) -> v2.ModelInferResponse:
             msg = self._parse(request, v2.ModelInferRequest)
-            call = inference.infer_request(msg, self.args.limits.max_orders)
+            call = inference.infer_request(msg, self.limits.max_orders)
             # No state asked for: a version not loaded is the model's NotFound.
             got = await self.pipeline.etr_features(call.features, ctx, msg.model_version or None)
             return inference.infer_response(got.minutes, got.model_version, call)
@@ -208,7 +220,7 @@ class GrpcIngress:
     def _parse(self, request: RawRequest | Message, message_type: type[R]) -> R:
         """An Open Inference Protocol request (``RawRequest``: parsed here) within the ETR
         endpoint's byte limit; TooLarge past it, InvalidInput when it is not the message."""
-        limit = self.args.limits.body_bytes("etr")
+        limit = self.limits.body_bytes("etr")
         size = len(request.data) if isinstance(request, RawRequest) else request.ByteSize()
         if size > limit:
             raise TooLarge("message bytes", size, limit)
@@ -234,7 +246,7 @@ class GrpcIngress:
         if not round_message.ready():
             return by_model()
         data = self._bytes(request, "dispatch")
-        decoder = RoundDecoder.for_limits(self.args.limits)
+        decoder = RoundDecoder.for_limits(self.limits)
         return decoder.from_message(data, by_model) or by_model()
 
     def _validate(self, request: RawRequest | Message, endpoint: str, model: Any) -> Any:
@@ -251,10 +263,10 @@ class GrpcIngress:
         """The request's bytes within the endpoint's byte limit and its lists within theirs
         (counted on the wire before anything is parsed, ``wire.check_counts``)."""
         data = request.data if isinstance(request, RawRequest) else request.SerializeToString()
-        limit = self.args.limits.body_bytes(endpoint)
+        limit = self.limits.body_bytes(endpoint)
         if len(data) > limit:
             raise TooLarge("message bytes", len(data), limit)
-        wire.check_counts(data, endpoint, self.args.limits)
+        wire.check_counts(data, endpoint, self.limits)
         return data
 
     def _message(self, request: RawRequest | Message, endpoint: str, model: Any) -> Message:
@@ -308,3 +320,20 @@ class GrpcIngress:
                 trailers.append(("retry-after", retry_after_header(after)))
             grpc_context.set_trailing_metadata(trailers)
             return empty()
+
+
+def serve_grpc_methods(cls: type[T]) -> type[T]:
+    """Give the deployment class ``cls`` a method per RPC of both services: Serve's gRPC
+    ingress calls the deployment's own method named after the RPC, and each hands the call to
+    the replica's ``self.grpc`` (a ``GrpcEndpoints``)."""
+
+    def delegate(name: str) -> Callable[..., Awaitable[Message]]:
+        async def method(self: Any, request: Any, grpc_context: Any) -> Message:
+            return await getattr(self.grpc, name)(request, grpc_context)
+
+        method.__name__ = method.__qualname__ = name
+        return method
+
+    for name in (*METHODS, *INFERENCE_METHODS):
+        setattr(cls, name, delegate(name))
+    return cls
