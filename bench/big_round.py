@@ -181,11 +181,11 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
     round_message.warm_up()
 
     def json_by_model() -> PackedRound:
-        return model.model_validate_json(body).packed()
+        return model.model_validate_json(body).to_source().packed()
 
     def message_by_model() -> PackedRound:
         fields = convert.message_to_dict(pb.DispatchRequest.FromString(message))
-        return model.model_validate(fields).packed()
+        return model.model_validate(fields).to_source().packed()
 
     ways = {
         "fast_ms": lambda: decoder.decode(body).packed(),

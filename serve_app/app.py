@@ -35,7 +35,7 @@ from serve_app.ingress_metrics import CacheMetrics
 from serve_app.ingress_parts import build_ingress_parts
 from serve_app.pipeline import (
     CallContext,
-    DispatchCall,
+    RoundSource,
 )
 
 log = logging.getLogger("orml.serve")
@@ -130,8 +130,8 @@ class DispatchIngress:
         timeout = self.args.admission.default_timeout_s if timeout_s is None else timeout_s
         ctx = CallContext.start(timeout, TrafficClass(traffic_class))
 
-        async def decode() -> DispatchCall:
-            return DispatchCall(round_, utc_offset_s)
+        async def decode() -> RoundSource:
+            return RoundSource.of_round(round_, utc_offset_s)
 
         return await self.pipeline.dispatch(decode, ctx)
 

@@ -29,24 +29,21 @@ import functools
 import types
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from operator import attrgetter
 from typing import Annotated, Any
 
 import msgspec
-import numpy as np
 from msgspec import Meta
 from pydantic import BaseModel
 
 from domain import DispatchWeights, Order
-from planner.rider_columns import RiderColumns, obeys_domain_rules, rider_columns
-from planner.round_to_arrays import PackedRound, pack_columns
+from planner.rider_columns import rider_columns
 from serve_app import model_rules
 from serve_app.grpc_api import round_message
 from serve_app.http import codec
-from serve_app.pipeline.dispatch import DispatchSource
 from serve_app.pipeline.limits import Limits
+from serve_app.pipeline.round_source import RoundSource
 from serve_app.schemas import RequestModels
 
 
@@ -107,51 +104,6 @@ def model_struct(model: type[BaseModel]) -> type:
     )
 
 
-@dataclass(frozen=True)
-class ColumnRound:
-    """A ``DispatchSource`` over a round read straight into columns (a JSON body's wire
-    Structs, a gRPC message's bytes) under the request's rules, its new orders and weights
-    already domain types.
-
-    ``riders()`` gives the riders' columns (for JSON, built only in ``packed``: the work the
-    pipeline overlaps with the ETR call); they are held to the domain's rules there. Where
-    those refuse the round (``obeys_domain_rules``), ``model_source`` reads the request with
-    the model and packs that, so its ``InvalidInput`` (naming the rider or order) is the
-    answer.
-
-    shape : (riders, stops on the longest committed route).
-    """
-
-    now: float
-    utc_offset_s: float
-    orders: tuple[Order, ...]
-    weights: DispatchWeights
-    shape: tuple[int, int]
-    riders: Callable[[], RiderColumns]
-    model_source: Callable[[], DispatchSource]
-
-    def sizes(self) -> tuple[int, int, int]:
-        return self.shape[0], len(self.orders), self.shape[1]
-
-    def etr_floor(self) -> bool:
-        return self.weights.etr_floor
-
-    def new_orders(self) -> tuple[Order, ...]:
-        return self.orders
-
-    def dispatch_weights(self) -> DispatchWeights:
-        return self.weights
-
-    def packed(self) -> PackedRound:
-        now, orders = self.now, self.orders
-        riders = self.riders()
-        times = [(o.created_at, o.ready_at, o.promised_at) for o in orders]
-        new_times = np.array(times, np.float64).reshape(len(orders), 3)
-        if not obeys_domain_rules(riders, now, [o.id for o in orders], new_times):
-            return self.model_source().packed()
-        return pack_columns(now, riders, orders, self.weights.max_lateness_s)
-
-
 class RoundDecoder:
     """The dispatch endpoint's decoder under ``limits``: ``read(body, media)`` gives the
     round; ``decode(body)`` is its fast path alone."""
@@ -166,19 +118,19 @@ class RoundDecoder:
     def for_limits(limits: Limits) -> RoundDecoder:
         return RoundDecoder(limits)
 
-    def read(self, body: bytes, media: str) -> DispatchSource:
+    def read(self, body: bytes, media: str) -> RoundSource:
         """The round of a request ``body`` in ``media`` (``codec.JSON`` or msgpack): a
-        valid JSON round straight to columns (``ColumnRound``), anything else validated by the
+        valid JSON round straight to columns (``RoundSource``), anything else validated by the
         model.
         Raises as ``codec.validate_body`` (the 422 naming the fields, the 413)."""
         if media == codec.JSON:
             call = self.decode(body)
             if call is not None:
                 return call
-        return codec.validate_body(body, media, self._model)
+        return codec.validate_body(body, media, self._model).to_source()
 
-    def decode(self, body: bytes) -> ColumnRound | None:
-        """The round as a ``ColumnRound`` when the JSON ``body`` keeps the request's rules and
+    def decode(self, body: bytes) -> RoundSource | None:
+        """The round as a ``RoundSource`` when the JSON ``body`` keeps the request's rules and
         its new orders and weights the domain's, else None."""
         try:
             got: Any = self._wire.decode(body)
@@ -186,10 +138,8 @@ class RoundDecoder:
             return None
         return self._wire_round(got, partial(self._by_model, body))
 
-    def from_message(
-        self, data: bytes, by_model: Callable[[], DispatchSource]
-    ) -> ColumnRound | None:
-        """The round as a ``ColumnRound`` from a serialized gRPC ``DispatchRequest`` (its
+    def from_message(self, data: bytes, by_model: Callable[[], RoundSource]) -> RoundSource | None:
+        """The round as a ``RoundSource`` from a serialized gRPC ``DispatchRequest`` (its
         lists already within the limits: ``grpc_api.wire.check_counts``), read straight into
         columns by ``grpc_api.round_message`` under the same rules as ``decode``; None where
         they do not take it whole. by_model : the model's reading of the same request (its
@@ -198,7 +148,7 @@ class RoundDecoder:
         if got is None:
             return None
         riders = got.riders
-        return ColumnRound(
+        return RoundSource(
             got.now,
             got.utc_offset_s,
             got.orders,
@@ -208,7 +158,7 @@ class RoundDecoder:
             by_model,
         )
 
-    def _wire_round(self, got: Any, by_model: Callable[[], DispatchSource]) -> ColumnRound | None:
+    def _wire_round(self, got: Any, by_model: Callable[[], RoundSource]) -> RoundSource | None:
         try:
             # Order.__post_init__ refuses a promise before creation (the model's own check).
             orders = tuple(msgspec.convert(got.orders, list[Order], from_attributes=True))
@@ -217,7 +167,7 @@ class RoundDecoder:
             return None
         riders = got.riders
         longest = max(map(len, map(attrgetter("route"), riders)), default=0)
-        return ColumnRound(
+        return RoundSource(
             got.now,
             got.utc_offset_s,
             orders,
@@ -227,5 +177,5 @@ class RoundDecoder:
             by_model,
         )
 
-    def _by_model(self, body: bytes) -> DispatchSource:
-        return codec.validate_body(body, codec.JSON, self._model)
+    def _by_model(self, body: bytes) -> RoundSource:
+        return codec.validate_body(body, codec.JSON, self._model).to_source()

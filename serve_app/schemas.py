@@ -37,10 +37,11 @@ from domain import (
 )
 from etr import Prediction
 from planner.pdptw.instance import PdptwInstance, PdptwInstanceError, build_instance
-from planner.round_to_arrays import PackedRound, pack_round
+from planner.rider_columns import rider_columns
 from serve_app.config import Limits
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput, TooLarge
+from serve_app.pipeline.round_source import RoundSource
 
 Id = Annotated[str, Field(min_length=bounds.ID_LENGTH[0], max_length=bounds.ID_LENGTH[1])]
 Seconds = Annotated[
@@ -217,7 +218,7 @@ class WeightsIn(_Model):
 
 
 class DispatchRequest(_Model):
-    """A round as the API takes it; a ``serve_app.pipeline.DispatchSource``."""
+    """A round as the API takes it (``to_source``: as the pipeline takes it)."""
 
     now: Seconds = Field(description="The round's time, Unix seconds.")
     riders: list[RiderIn] = Field(fail_fast=True)
@@ -227,14 +228,6 @@ class DispatchRequest(_Model):
         0.0, ge=bounds.UTC_OFFSET_S[0], le=bounds.UTC_OFFSET_S[1], description="Local time for ETR."
     )
     _orders: tuple[Order, ...] | None = PrivateAttr(None)
-
-    def sizes(self) -> tuple[int, int, int]:
-        """(riders, new orders, stops on the longest committed route): ``DispatchSource``."""
-        longest = max((len(r.route) for r in self.riders), default=0)
-        return len(self.riders), len(self.orders), longest
-
-    def etr_floor(self) -> bool:
-        return self.weights.etr_floor
 
     def new_orders(self) -> tuple[Order, ...]:
         """The new orders as domain types (built once); InvalidInput naming a bad one."""
@@ -248,12 +241,19 @@ class DispatchRequest(_Model):
             self._orders = tuple(orders)
         return self._orders
 
-    def dispatch_weights(self) -> DispatchWeights:
-        return self.weights.to_domain()
-
-    def packed(self) -> PackedRound:
-        """The round packed (``DispatchSource``); InvalidInput as ``to_domain``."""
-        return pack_round(self.to_domain())
+    def to_source(self) -> RoundSource:
+        """The round as the pipeline takes it: the new orders built now, the riders when it
+        is packed; each raises ``InvalidInput`` naming the order or rider that breaks a
+        domain rule."""
+        longest = max((len(r.route) for r in self.riders), default=0)
+        return RoundSource(
+            self.now,
+            self.utc_offset_s,
+            self.new_orders(),
+            self.weights.to_domain(),
+            (len(self.riders), longest),
+            lambda: rider_columns(self.to_domain().riders),
+        )
 
     def to_domain(self) -> DispatchRound:
         """The whole round; InvalidInput naming the rider or order that breaks a domain rule."""

@@ -32,9 +32,9 @@ from serve_app.grpc_api.registration import INFERENCE_METHODS, METHODS, RawReque
 from serve_app.http.codec import invalid_input
 from serve_app.pipeline import (
     CallContext,
-    DispatchSource,
     EtrCall,
     InvalidInput,
+    RoundSource,
     TooLarge,
 )
 from serve_app.pipeline.errors import NotFound, Unavailable
@@ -72,7 +72,7 @@ class GrpcEndpoints:
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
     ) -> pb.DispatchResponse:
         async def run(ctx: CallContext) -> pb.DispatchResponse:
-            async def decode() -> DispatchSource:
+            async def decode() -> RoundSource:
                 return self._dispatch_source(request)
 
             plan = await self.pipeline.dispatch(decode, ctx)
@@ -233,15 +233,15 @@ class GrpcEndpoints:
                 (), f"not a {message_type.DESCRIPTOR.full_name} message: {exc}"
             ) from None
 
-    def _dispatch_source(self, request: RawRequest | Message) -> DispatchSource:
+    def _dispatch_source(self, request: RawRequest | Message) -> RoundSource:
         """A dispatch round as HTTP's fast path reads one (``RoundDecoder``: the request's
         rules over columns), from the message's bytes once its reader is loaded
         (``round_message.ready``); where it does not take the round whole, the model's
         reading, whose errors are the answer (as ``_validate``)."""
         model = self.models.dispatch
 
-        def by_model() -> DispatchSource:
-            return self._validate(request, "dispatch", model)
+        def by_model() -> RoundSource:
+            return self._validate(request, "dispatch", model).to_source()
 
         if not round_message.ready():
             return by_model()

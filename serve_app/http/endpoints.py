@@ -20,9 +20,9 @@ from serve_app.http import codec
 from serve_app.pipeline import (
     Admission,
     CallContext,
-    DispatchSource,
     EtrCall,
     Pipeline,
+    RoundSource,
     SolveCall,
 )
 from serve_app.pipeline.api_keys import ApiKeys
@@ -64,7 +64,7 @@ class HttpEndpoints:
     async def dispatch(self, request: Request) -> Response:
         ctx = self._context(request, TrafficClass.ONLINE, "dispatch")
 
-        async def decode() -> DispatchSource:
+        async def decode() -> RoundSource:
             return self.round_decoder.read(*await codec.read_body(request))
 
         plan = await self.pipeline.dispatch(decode, ctx)

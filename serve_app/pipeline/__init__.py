@@ -8,8 +8,6 @@ maps those to each protocol's answers.
 from serve_app.pipeline.admission import Admission, Lane, Permit
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.dispatch import (
-    DispatchCall,
-    DispatchSource,
     EtrCall,
     Pipeline,
     SolveCall,
@@ -25,13 +23,12 @@ from serve_app.pipeline.errors import (
     Unavailable,
     UnsupportedMediaType,
 )
+from serve_app.pipeline.round_source import RoundSource
 
 __all__ = [
     "Admission",
     "CallContext",
     "DeadlineExceeded",
-    "DispatchCall",
-    "DispatchSource",
     "EtrCall",
     "FieldError",
     "InvalidInput",
@@ -39,6 +36,7 @@ __all__ = [
     "Overloaded",
     "Permit",
     "Pipeline",
+    "RoundSource",
     "ServingError",
     "SolveCall",
     "TooLarge",

@@ -31,23 +31,23 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from cache.keys import Quantisation, cache_key
-from domain import DispatchPlan, DispatchRound, DispatchWeights, Order
+from domain import DispatchPlan, Order
 from etr import Prediction
 from etr.features import features_from_orders
 from planner.dispatch_round import arrays_of, build_plan, etr_floor_seconds
 from planner.pdptw.instance import PdptwInstance
-from planner.round_to_arrays import PackedRound, pack_round
 from serve_app.pipeline.admission import Admission
 from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.errors import BodyTimeout, InvalidInput, TooLarge
 from serve_app.pipeline.limits import Limits
 from serve_app.pipeline.ports import EtrModel, ReplicaCache, Solver
+from serve_app.pipeline.round_source import RoundSource
 
 T = TypeVar("T")
 #: The request's own bytes (and anything else that changes its answer), read once admitted:
@@ -59,55 +59,6 @@ YIELDS_TO_SEND = 3
 Decode = Callable[[], Awaitable[T]]
 #: Called with a dispatch round's stage timings (ms) after every round.
 TimingsObserver = Callable[[dict[str, float]], None]
-
-
-class DispatchSource(Protocol):
-    """A decoded dispatch request, built in the order the pipeline needs it: the sizes first
-    (limits), the new orders next (they start the ETR stage), the packed round last (riders
-    are most of the work; it overlaps the ETR call). Each raises ``InvalidInput`` naming
-    what breaks a domain rule."""
-
-    utc_offset_s: float
-
-    def sizes(self) -> tuple[int, int, int]:
-        """(riders, new orders, stops on the longest committed route)."""
-        ...
-
-    def etr_floor(self) -> bool:
-        """Whether the round is priced with the ETR model (``DispatchWeights.etr_floor``)."""
-        ...
-
-    def new_orders(self) -> tuple[Order, ...]: ...
-
-    def dispatch_weights(self) -> DispatchWeights: ...
-
-    def packed(self) -> PackedRound:
-        """The round as the kernels' arrays (``planner.round_to_arrays``)."""
-        ...
-
-
-@dataclass(frozen=True)
-class DispatchCall:
-    """A ``DispatchSource`` over a round already in domain types (the Python API, tests)."""
-
-    round_: DispatchRound
-    utc_offset_s: float = 0.0
-
-    def sizes(self) -> tuple[int, int, int]:
-        longest = max((len(r.route) for r in self.round_.riders), default=0)
-        return len(self.round_.riders), len(self.round_.orders), longest
-
-    def etr_floor(self) -> bool:
-        return self.round_.weights.etr_floor
-
-    def new_orders(self) -> tuple[Order, ...]:
-        return self.round_.orders
-
-    def dispatch_weights(self) -> DispatchWeights:
-        return self.round_.weights
-
-    def packed(self) -> PackedRound:
-        return pack_round(self.round_)
 
 
 @dataclass(frozen=True)
@@ -162,7 +113,7 @@ async def read_within_deadline(decode: Decode[T], ctx: CallContext) -> T:
 
 def check_round_limits(sizes: tuple[int, int, int], limits: Limits) -> None:
     """Raise TooLarge (413) for a round over the configured sizes; ``sizes`` as
-    ``DispatchSource.sizes``."""
+    ``RoundSource.sizes``."""
     riders, orders, longest = sizes
     if riders > limits.max_riders:
         raise TooLarge("riders", riders, limits.max_riders)
@@ -200,7 +151,7 @@ class Pipeline:
         self.on_timings = on_timings
 
     # ---- dispatch ---------------------------------------------------------------------------
-    async def dispatch(self, decode: Decode[DispatchSource], ctx: CallContext) -> DispatchPlan:
+    async def dispatch(self, decode: Decode[RoundSource], ctx: CallContext) -> DispatchPlan:
         """Plan one round; raises the errors of ``serve_app.pipeline.errors``."""
         permit = await self.admission.acquire("dispatch", ctx)
         async with permit:

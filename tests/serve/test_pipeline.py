@@ -21,11 +21,11 @@ from serve_app.config import Limits
 from serve_app.pipeline import (
     Admission,
     CallContext,
-    DispatchCall,
     EtrCall,
     Lane,
     Overloaded,
     Pipeline,
+    RoundSource,
     TooLarge,
 )
 
@@ -83,7 +83,7 @@ def pipeline(solver, etr, *, cache: bool = False, in_flight: int = 4, queued: in
 
 def decoder(round_):
     async def decode():
-        return DispatchCall(round_)
+        return RoundSource.of_round(round_)
 
     return decode
 
@@ -128,7 +128,7 @@ def test_a_shed_request_is_never_decoded():
     async def decode():
         nonlocal decoded
         decoded += 1
-        return DispatchCall(round_)
+        return RoundSource.of_round(round_)
 
     async def burst():
         return await asyncio.gather(
@@ -155,7 +155,7 @@ def test_a_body_that_never_arrives_gives_its_slot_back_at_the_deadline():
         await asyncio.sleep(3600)  # the rest of the body never comes
 
     async def body():
-        return DispatchCall(round_)
+        return RoundSource.of_round(round_)
 
     async def run():
         t0 = time.perf_counter()

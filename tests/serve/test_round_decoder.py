@@ -28,7 +28,7 @@ DECODER = RoundDecoder.for_limits(LIMITS)
 
 
 def reading(source) -> tuple:
-    """What a ``DispatchSource`` says of its round, comparable with ``==``: the new orders,
+    """What a ``RoundSource`` says of its round, comparable with ``==``: the new orders,
     the weights, the UTC offset, and every packed array (as bytes: NaN equals NaN)."""
     packed = source.packed()
     arrays = [
@@ -66,7 +66,7 @@ def model_round(body: bytes):
     try:
         req = MODELS.dispatch.model_validate_json(body)
         req.to_domain()
-        return reading(req)
+        return reading(req.to_source())
     except (ValidationError, InvalidInput):
         return None
 

@@ -43,7 +43,7 @@ def model_reading(data: bytes):
         fields = convert.message_to_dict(pb.DispatchRequest.FromString(data))
         req = MODELS.dispatch.model_validate(fields)
         req.to_domain()
-        return reading(req)
+        return reading(req.to_source())
     except (DecodeError, ValidationError, InvalidInput):
         return None
 
@@ -54,7 +54,7 @@ def fast_reading(data: bytes):
 
     def by_model():
         fields = convert.message_to_dict(pb.DispatchRequest.FromString(data))
-        return MODELS.dispatch.model_validate(fields)
+        return MODELS.dispatch.model_validate(fields).to_source()
 
     got = DECODER.from_message(data, by_model)
     if got is None:
