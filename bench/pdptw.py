@@ -1,6 +1,7 @@
 """Li & Lim PDPTW: our solver and OR-Tools under the same time limit, in the same run.
 
-    python bench/pdptw.py [--quick] [--time-limit 10] [--json PATH] [--out DIR]
+    python bench/pdptw.py [--quick] [--time-limit 10] [--before REF] [--jobs N] [--json PATH]
+        [--out DIR]
 
 OR-Tools pins protobuf < 6.34 and Ray needs >= 7.35, so run this in its own environment (the
 solver needs no Ray):
@@ -16,17 +17,24 @@ time (with waiting) and capacity dimensions, a fixed cost per vehicle (fewest ve
 parallel cheapest insertion then guided local search. Its integer arc times are the Euclidean
 distances scaled by 1000 and rounded up, so its solutions stay feasible for the exact float
 evaluator. Both solutions are scored by ``planner.pdptw.evaluate``, against the best-known
-solutions in data/pdptw/bks.csv. Writes DIR/pdptw.csv and DIR/pdptw.png.
+solutions in data/pdptw/bks.csv. ``--before REF`` runs our solver as it was at that git ref
+beside the current one, in the same run; ``--jobs N`` solves N instances at once (each solver
+is single-threaded: one core each). Writes DIR/pdptw.csv and DIR/pdptw.png.
 """
 
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
+import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -121,39 +129,89 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _solver_at(ref: str) -> str:
+    """planner/pdptw/solve.py as it was at git ``ref``, written to a temporary file: the
+    solver before a change, run beside the current one in the same run."""
+    root = Path(__file__).resolve().parents[1]
+    text = subprocess.run(
+        ["git", "show", f"{ref}:planner/pdptw/solve.py"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    path = Path(tempfile.mkdtemp()) / "solve_before.py"
+    path.write_text(text)
+    return str(path)
+
+
+def _load_solver(path: str) -> Any:
+    spec = importlib.util.spec_from_file_location("solve_before", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["solve_before"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.solve
+
+
+def run_instance(job: tuple[str, float, str | None]) -> dict[str, Any]:
+    """One instance by each solver, one after the other: ours, OR-Tools and, where
+    ``before`` names a solver file (``_solver_at``), ours as it was."""
+    name, limit, before = job
+    bks = {r["instance"]: r for r in csv.DictReader((DATA / "bks.csv").open())}
+    inst = load_instance(DATA / "instances" / f"{name}.txt")
+    b_v, b_d = int(bks[name]["vehicles"]), float(bks[name]["distance"])
+    row: dict[str, Any] = {"instance": name, "bks_vehicles": b_v, "bks_distance": b_d}
+    solvers = [("ours", solve)] + ([("before", _load_solver(before))] if before else [])
+    results = []
+    for who, solver in solvers:
+        got = solver(inst, time_limit_s=limit, seed=0)
+        results.append((who, got.routes, got.seconds, not got.unassigned))
+    ort_routes, ort_s = ortools_solve(inst, limit)
+    results.append(("ortools", ort_routes, ort_s, True))
+    for who, routes, secs, complete in results:
+        ev = evaluate(inst, routes)
+        row |= {
+            f"{who}_feasible": ev.feasible and complete,
+            f"{who}_vehicles": ev.vehicles,
+            f"{who}_distance": ev.distance,
+            f"{who}_gap_pct": 100 * (ev.distance / b_d - 1),
+            f"{who}_seconds": secs,
+        }
+    return row
+
+
 def main() -> None:
     ap = parser(__doc__, f"{len(QUICK)} instances, 5 s each")
     ap.add_argument("--time-limit", type=float, default=None, help="seconds per instance")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="also run the solver as it was at this git ref, in the same run (e.g. HEAD~1)",
+    )
+    ap.add_argument(
+        "--jobs", type=int, default=1, help="instances at once (each solver is single-threaded)"
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     limit = args.time_limit or (5.0 if args.quick else 10.0)
-    bks = {r["instance"]: r for r in csv.DictReader((DATA / "bks.csv").open())}
     names = QUICK if args.quick else sorted(p.stem for p in (DATA / "instances").glob("*.txt"))
+    before = _solver_at(args.before) if args.before else None
+    who_all = ("ours", "ortools") + (("before",) if before else ())
+    jobs = [(name, limit, before) for name in names]
     rows = []
-    for k, name in enumerate(names, 1):
-        inst = load_instance(DATA / "instances" / f"{name}.txt")
-        ours = solve(inst, time_limit_s=limit, seed=0)
-        ev_o = evaluate(inst, ours.routes)
-        ort_routes, ort_s = ortools_solve(inst, limit)
-        ev_t = evaluate(inst, ort_routes)
-        b_v, b_d = int(bks[name]["vehicles"]), float(bks[name]["distance"])
-        row = {"instance": name, "bks_vehicles": b_v, "bks_distance": b_d}
-        for who, ev, secs in (("ours", ev_o, ours.seconds), ("ortools", ev_t, ort_s)):
-            feasible = ev.feasible and (who != "ours" or not ours.unassigned)
-            row |= {
-                f"{who}_feasible": feasible,
-                f"{who}_vehicles": ev.vehicles,
-                f"{who}_distance": ev.distance,
-                f"{who}_gap_pct": 100 * (ev.distance / b_d - 1),
-                f"{who}_seconds": secs,
-            }
-        rows.append(row)
-        log(
-            f"[{k}/{len(names)}] {name}: ours {ev_o.vehicles} / {ev_o.distance:.1f} "
-            f"({'ok' if row['ours_feasible'] else 'INFEASIBLE'}), OR-Tools {ev_t.vehicles} / "
-            f"{ev_t.distance:.1f} ({'ok' if row['ortools_feasible'] else 'INFEASIBLE'}), "
-            f"BKS {b_v} / {b_d:.1f}"
-        )
+    with ProcessPoolExecutor(args.jobs) as pool:
+        for k, row in enumerate(pool.map(run_instance, jobs), 1):
+            rows.append(row)
+            log(
+                f"[{k}/{len(names)}] {row['instance']}: "
+                + ", ".join(
+                    f"{who} {row[f'{who}_vehicles']} / {row[f'{who}_distance']:.1f}"
+                    + ("" if row[f"{who}_feasible"] else " INFEASIBLE")
+                    for who in who_all
+                )
+                + f", BKS {row['bks_vehicles']} / {row['bks_distance']:.1f}"
+            )
 
     def better(r: dict) -> bool:
         if not r["ortools_feasible"]:
@@ -179,7 +237,7 @@ def main() -> None:
             f"{r['ortools_seconds']:>5.1f}"
         )
     summary = {}
-    for who in ("ours", "ortools"):
+    for who in who_all:
         feas = [r for r in rows if r[f"{who}_feasible"]]
         same = [r for r in feas if r[f"{who}_vehicles"] == r["bks_vehicles"]]
         summary[who] = {
@@ -214,7 +272,15 @@ def main() -> None:
     if args.json:
         args.json.write_text(
             json.dumps(
-                {"time_limit_s": limit, "rows": rows, "summary": summary, "wins": wins}, indent=2
+                {
+                    "time_limit_s": limit,
+                    "jobs": args.jobs,
+                    "before": args.before,
+                    "rows": rows,
+                    "summary": summary,
+                    "wins": wins,
+                },
+                indent=2,
             )
         )
     log(f"wrote {args.out / 'pdptw.csv'} and {args.out / 'pdptw.png'}")

@@ -8,11 +8,12 @@ is added distance (``late_weight`` 0). Opening a vehicle adds ``vehicle_cost``, 
 hierarchical objective (vehicles, then distance) drives every choice.
 
 * Construction: regret-2 insertion over all routes plus one empty vehicle.
-* Vehicle elimination (up to ``VEHICLE_SHARE`` of the budget): take the smallest route's
+* Vehicle elimination (up to ``VEHICLE_SHARE`` of the budget): take a short route's
   requests out into a pool and run ruin and recreate with the fleet capped at one vehicle
-  fewer; a step is kept when the pool does not grow (then by distance). An empty pool is a
-  solution with one vehicle fewer, and the next route goes. An attempt that makes no
-  progress for ``patience`` steps ends the phase.
+  fewer; a step is kept when the pool's summed penalty (each request's count of steps it was
+  left out) does not grow (then by distance). An empty pool is a solution with one vehicle
+  fewer, and the next route goes. An attempt that makes no progress for ``patience`` steps
+  gives up that route and the next attempt empties another.
 * Distance (the rest of the budget): ruin and recreate at a fixed fleet with simulated
   annealing (temperature falling geometrically with the budget spent); half of the recreates
   are greedy in random order instead of regret, for diversity (without them the long-route
@@ -180,6 +181,12 @@ def regret_insert(
 
 
 VEHICLE_SHARE = 0.5  # of the budget, at most, spent cutting vehicles
+#: Of the budget, what attempts that fail at one fleet size may spend before the phase ends
+#: (the rest then goes to distance; tuned on the Li & Lim 100-task set at 10 s,
+#: bench/pdptw.py: fewer retries leave vehicles, more leave distance).
+FAILING_SHARE = 0.15
+#: Of the budget, the most one attempt may spend.
+ATTEMPT_SHARE = 0.15
 RUIN_MEAN = 10  # requests a ruin removes on average (SISR's c-bar)
 STRING_MAX = 10  # longest string cut from one route (SISR's L-max)
 GREEDY_SHARE = 0.5  # of distance steps that recreate greedily, in random order, not by regret
@@ -316,12 +323,29 @@ def _eliminate_vehicles(
     clock: _Clock,
     vehicle_cost: float,
 ) -> list[list[int]]:
-    """Cut vehicles one at a time while the phase's share of the budget lasts."""
+    """Cut vehicles one at a time while the phase's share of the budget lasts.
+
+    An attempt empties one route into a pool and runs ruin and recreate at one vehicle fewer.
+    Each request left in the pool after a step gains a penalty (how often it would not fit:
+    the ejection pool's counters of Nagata & Braysy's route minimisation), and a step is kept
+    when the pool's summed penalty does not grow (then by distance), so the search trades
+    requests that fit easily for those that do not. An attempt that finds no smaller pool than
+    before for ``patience`` steps, or has spent ``ATTEMPT_SHARE`` of the budget, gives up that
+    route; the next attempt empties another, until failed attempts at one fleet size have spent
+    ``FAILING_SHARE`` of the budget or the phase its share."""
     best = [r for r in routes if r]
     demand = float(inst.demand[inst.demand > 0].sum())
     floor = max(1, int(np.ceil(demand / inst.capacity - 1e-9)))
     patience = max(200, 4 * len(inst.pairs))
-    while len(best) > floor and clock.progress() < VEHICLE_SHARE and not clock.out_of_time():
+    penalty = np.ones(len(inst.pairs))
+    failing = 0.0  # of the budget, spent in failed attempts at this fleet size
+    while (
+        len(best) > floor
+        and failing < FAILING_SHARE
+        and clock.progress() < VEHICLE_SHARE
+        and not clock.out_of_time()
+    ):
+        started = clock.progress()
         fleet = len(best) - 1
         sizes = np.array([len(r) for r in best], dtype=np.float64)
         victim = int(rng.choice(len(best), p=(1 / sizes) / (1 / sizes).sum()))
@@ -329,8 +353,9 @@ def _eliminate_vehicles(
         current = [r for k, r in enumerate(best) if k != victim]
         current, pool = regret_insert(inst, current, pool, vehicle_cost, rng, fleet, clock=clock)
         cur_dist = _objective(inst, current)[1]
-        stale = 0
-        while pool and stale < patience and clock.progress() < VEHICLE_SHARE:
+        stale, fewest = 0, len(pool)
+        until = min(VEHICLE_SHARE, started + ATTEMPT_SHARE)
+        while pool and stale < patience and clock.progress() < until:
             if clock.out_of_time():  # with ``iterations`` given, progress counts steps, not time
                 break
             clock.steps += 1
@@ -339,14 +364,17 @@ def _eliminate_vehicles(
             cand, left = regret_insert(
                 inst, partial, removed + pool, vehicle_cost, rng, fleet, clock=clock
             )
+            penalty[left] += 1.0
+            weight, was = float(penalty[left].sum()), float(penalty[pool].sum())
             dist = _objective(inst, cand)[1]
-            if len(left) < len(pool) or (len(left) == len(pool) and dist <= cur_dist * 1.02):
-                if len(left) < len(pool):
-                    stale = 0
+            if weight < was or (weight == was and dist <= cur_dist * 1.02):
                 current, pool, cur_dist = cand, left, dist
+                if len(pool) < fewest:  # progress: a pool smaller than any before
+                    stale, fewest = 0, len(pool)
         if pool:
-            break
-        best = [r for r in current if r]
+            failing += clock.progress() - started
+        else:
+            best, failing = [r for r in current if r], 0.0
     return best
 
 

@@ -118,6 +118,18 @@ def test_same_seed_and_iterations_same_solution():
     assert a.routes == b.routes and a.iterations == b.iterations == 15
 
 
+def test_the_vehicle_phase_reaches_the_best_known_fleet_where_routes_are_tight():
+    """lr211: the best known uses 2 vehicles. Keeping a step when the pool of left-over
+    requests did not grow stayed at 3 (2,000 steps, seed 0); the ejection pool's penalties
+    (a step kept when the left-over requests' summed penalty does not grow) and retries with
+    another route reach 2 in 2,000 steps, seeded."""
+    inst = load_instance(DATA / "lr211.txt")
+    sol = solve(inst, time_limit_s=300, seed=0, iterations=2000)
+    ev = evaluate(inst, sol.routes)
+    assert ev.feasible and not sol.unassigned
+    assert sol.vehicles == 2
+
+
 def test_sintef_round_trip(tmp_path):
     write_sintef([[1, 2], [], [3, 4]], tmp_path / "s.sol")
     assert (tmp_path / "s.sol").read_text() == "Route 1 : 1 2\nRoute 2 : 3 4\n"
