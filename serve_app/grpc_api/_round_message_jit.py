@@ -14,8 +14,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from planner.rider_columns import CARRIED_FIELDS
+
 OK = 0
 BAD = -1
+_MAX_FIELD = (1 << 29) - 1  # protobuf's largest field number
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -37,19 +40,9 @@ ORDER_BITS = (
     "pickup_service_s",
     "dropoff_service_s",
 )
-#: Columns of an order's float64 row: the planner's ``CARRIED_FIELDS`` order.
-ORDER_VALUES = (
-    "pickup.lat",
-    "pickup.lng",
-    "dropoff.lat",
-    "dropoff.lng",
-    "created_at",
-    "ready_at",
-    "promised_at",
-    "pickup_service_s",
-    "dropoff_service_s",
-    "size",
-)
+#: Columns of an order's float64 row: the planner's ``CARRIED_FIELDS``, as dotted paths of
+#: the request model (``_ORDER_DOUBLE_COLUMN`` follows this order).
+ORDER_VALUES = tuple(f.replace("_lat", ".lat").replace("_lng", ".lng") for f in CARRIED_FIELDS)
 RIDER_BITS = (
     "id",
     "position",
@@ -122,7 +115,7 @@ def _field(buf, pos, end):
         return 0, 0, 0, 0, -1
     number = np.int64(key >> np.uint64(3))
     wire = np.int64(key & np.uint64(7))
-    if number == 0:  # no field is numbered 0: the parser refuses it
+    if number == 0 or number > _MAX_FIELD:  # no field has such a number: the parser refuses
         return 0, 0, 0, 0, -1
     start = pos
     if wire == _VARINT:

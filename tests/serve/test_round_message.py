@@ -157,6 +157,7 @@ def _varint(n: int) -> bytes:
         ("now with another wire type", _field(1, 0, _varint(5))),
         ("weights given twice (the parser merges)", _field(4, 2, _field(1, 1, b"\0" * 8))),
         ("a field numbered 0", b"\x02\x00"),
+        ("a field numbered past 2**29 - 1", _varint((1 << 29) << 3 | 2) + b"\x00"),
         ("a group", b"\x0b\x0c"),
         ("a length past the end", b"\x12\x7f"),
         ("a varint past the end", b"\x08\xff"),
