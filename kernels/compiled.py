@@ -35,6 +35,13 @@ def defer() -> None:
     _warming.set()
 
 
+def resume() -> None:
+    """Use the compiled builds again after ``defer``, without loading them first (the first
+    call compiles or loads its build): for a process that deferred and will never start the
+    loader, such as a test that built a replica in-process."""
+    _warming.clear()
+
+
 def warming() -> bool:
     """True from ``defer`` or ``warm_up_in_background`` until the compiled builds are loaded."""
     return _warming.is_set()

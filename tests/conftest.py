@@ -87,6 +87,19 @@ def _ray_if_installed():
 
 
 @pytest.fixture(autouse=True)
+def _compiled_builds_left_as_found() -> Iterator[None]:
+    """A replica built in this process defers the compiled builds (``kernels.compiled.defer``)
+    for the whole process; left so, every later test would run the array loops (a PDPTW
+    solve 30x slower: lr211 ran into its 300 s limit)."""
+    from kernels import compiled
+
+    was = compiled.warming()
+    yield
+    if not was:
+        compiled.resume()
+
+
+@pytest.fixture(autouse=True)
 def _units_start_no_cluster(request: pytest.FixtureRequest) -> Iterator[None]:
     """In a unit test, starting Ray raises (the tier's promise: it starts nothing). Where Ray
     is not installed (the GPU machine runs the kernel tests alone) there is nothing to refuse."""

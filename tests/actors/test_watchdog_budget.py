@@ -24,15 +24,12 @@ from planner.dispatch_round import round_arrays
 
 @pytest.fixture
 def solver(request):
-    was = compiled.warming()
     watchdog_s = getattr(request, "param", 0.2)
     replica = OrSolverDeployment.func_or_class(
         "numpy", {"watchdog_s": watchdog_s, "exit_on_device_fault": False, "health_hold_s": 0.05}
     )
     compiled.defer()  # price on the array loops: the slowest path a legal round takes
-    yield replica
-    if not was:
-        compiled._warming.clear()
+    return replica  # tests/conftest.py resumes the compiled builds after the test
 
 
 def run_watched(replica, round_, timeout_s):

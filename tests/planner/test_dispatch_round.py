@@ -280,9 +280,6 @@ def test_the_certified_pass_plans_what_the_dense_pass_plans(
 
     real = module._pass_certified
     monkeypatch.setattr(module, "_pass_certified", spied)
-    # A replica built earlier in this process may have deferred the compiled builds (and
-    # while they are deferred every pass prices densely); here they load on first use.
-    monkeypatch.setattr(module.compiled, "warming", lambda: False)
     weights = DispatchWeights(max_orders_per_rider=per_rider)
     round_ = generate_round(riders, orders, seed=seed, weights=weights)
     etr = np.random.default_rng(seed).uniform(15, 60, orders) if with_etr else None

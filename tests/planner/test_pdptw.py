@@ -124,7 +124,8 @@ def test_the_vehicle_phase_reaches_the_best_known_fleet_where_routes_are_tight()
     (a step kept when the left-over requests' summed penalty does not grow) and retries with
     another route reach 2 in 2,000 steps, seeded."""
     inst = load_instance(DATA / "lr211.txt")
-    sol = solve(inst, time_limit_s=300, seed=0, iterations=2000)
+    # The limit only bounds a failure: 2,000 steps take about 10 s on the compiled builds.
+    sol = solve(inst, time_limit_s=120, seed=0, iterations=2000)
     ev = evaluate(inst, sol.routes)
     assert ev.feasible and not sol.unassigned
     assert sol.vehicles == 2
@@ -178,15 +179,10 @@ def test_the_time_limit_holds_during_the_first_construction_on_the_array_loops()
         rows.append((p, k % 97, k // 3, 1, 0, 9000, 1, 0, d))
         rows.append((d, (k * 7) % 89, k // 2, -1, 0, 9000, 1, p, 0))
     inst = build_instance("construction", 100, 10, rows, str)
-    was = compiled.warming()
-    compiled.defer()
-    try:
-        t0 = time.perf_counter()
-        sol = solve(inst, time_limit_s=0.1, seed=0)
-        took = time.perf_counter() - t0
-    finally:
-        if not was:
-            compiled._warming.clear()
+    compiled.defer()  # tests/conftest.py resumes the compiled builds after the test
+    t0 = time.perf_counter()
+    sol = solve(inst, time_limit_s=0.1, seed=0)
+    took = time.perf_counter() - t0
     print(f"construction at a 0.1 s limit: {took:.3f} s, {len(sol.unassigned)} tasks unplaced")
     assert took < 0.1 + 1.0  # one insertion past the limit at most, on a slow shared core
 
