@@ -93,7 +93,7 @@ def readiness_state(why: dict[str, Any]) -> str:
         waits.append("the solver's device check")
     if not etr.get("healthy", True):
         waits.append("the ETR model loading")
-    if not (why.get("ingress") or {}).get("round_reader_loaded", True):
+    if (why.get("ingress") or {}).get("round_reader") == "loading":
         waits.append("the ingress's gRPC round reader (Numba; cached for later starts)")
     return "waiting for " + " and ".join(waits) if waits else "ready"
 

@@ -87,10 +87,11 @@ class DispatchIngress:
         self.cpu_priority = raise_priority(self.args.ingress_priority_steps)
         log.info("Ingress CPU priority: %s", self.cpu_priority)
         # First: the gRPC round reader loads (compiled in a child on a cold cache) while the
-        # rest is built; the replica is ready once it is.
+        # rest is built; the replica is ready once it has loaded (or failed: rounds then take
+        # the parser's path, see round_message.state).
         round_message.load_in_background()
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
-        self.parts = build_ingress_parts(or_solver, etr, self.args, round_message.ready)
+        self.parts = build_ingress_parts(or_solver, etr, self.args, round_message.state)
         self.pipeline = self.parts.pipeline
         self.grpc = self.parts.grpc  # the gRPC methods' receiver (serve_grpc_methods)
         self._cache_metrics = CacheMetrics("etr")

@@ -21,19 +21,19 @@ class ReportsReady(Protocol):
 
 class DeploymentStatus:
     """solver, etr : what answers ``ready()`` for each deployment (its state as a dict);
-    timeout_s : how long both may take to answer; edge_loaded : whether this ingress's own
-    compiled readers are loaded (``grpc_api.round_message.ready``; a replica is ready only
-    then, as the solver only once its kernels are)."""
+    timeout_s : how long both may take to answer; round_reader : the state of this ingress's
+    compiled gRPC reader (``grpc_api.round_message.state``: "loading", "loaded" or "failed:
+    ..."); a replica is not ready while it loads, as the solver not while its kernels do."""
 
     def __init__(
         self,
         solver: ReportsReady,
         etr: ReportsReady,
         timeout_s: float,
-        edge_loaded: Callable[[], bool] = lambda: True,
+        round_reader: Callable[[], str] = lambda: "loaded",
     ) -> None:
         self.solver, self.etr, self.timeout_s = solver, etr, timeout_s
-        self.edge_loaded = edge_loaded
+        self.round_reader = round_reader
 
     async def states(self) -> dict[str, Any]:
         """Both deployments' ``ready()`` answers, or a short reason (details only logged)."""
@@ -55,16 +55,16 @@ class DeploymentStatus:
         if "reason" in state:
             return False, {"ready": False, **state}
         or_state, etr_state = state["or_solver"], state["etr"]
-        edge_loaded = self.edge_loaded()
+        reader = self.round_reader()
         ready = bool(
             or_state["healthy"]
             and not or_state["kernel_warming"]
             and etr_state["healthy"]
-            and edge_loaded
+            and reader != "loading"
         )
         return ready, {
             "ready": ready,
-            "ingress": {"round_reader_loaded": edge_loaded},
+            "ingress": {"round_reader": reader},
             "or_solver": {
                 k: or_state.get(k) for k in ("healthy", "kernel_warming", "kernel_stage")
             },

@@ -67,11 +67,11 @@ def build_ingress_parts(
     or_solver: DeploymentHandle,
     etr: DeploymentHandle,
     args: DispatchAppArgs,
-    edge_loaded: Callable[[], bool],
+    round_reader: Callable[[], str],
 ) -> IngressParts:
     """The collaborators of a replica configured by ``args``, calling the solver and ETR
-    deployments through ``or_solver`` and ``etr``; ``edge_loaded`` says whether the replica's
-    own compiled readers are loaded (its readiness waits for them)."""
+    deployments through ``or_solver`` and ``etr``; ``round_reader`` gives the state of the
+    replica's compiled gRPC reader (its readiness waits while it loads)."""
     res = args.resilience
     failover = Failover(
         res.call_timeout_s,
@@ -90,7 +90,7 @@ def build_ingress_parts(
     auth = args.auth
     api_keys = ApiKeys.load(auth.protected, auth.tokens_env, auth.tokens_file)
     contexts = RequestContexts(api_keys, args.admission)
-    status = DeploymentStatus(solver, etr_model, args.readiness_timeout_s, edge_loaded)
+    status = DeploymentStatus(solver, etr_model, args.readiness_timeout_s, round_reader)
     pipeline = Pipeline(
         solver=solver,
         etr=etr_model,

@@ -39,7 +39,7 @@ def test_the_waits_are_said_in_words():
     warming = {
         "or_solver": {"healthy": True, "kernel_warming": True, "kernel_stage": "build 3/7: assign"},
         "etr": {"healthy": False},
-        "ingress": {"round_reader_loaded": False},
+        "ingress": {"round_reader": "loading"},
     }
     said = readiness_state(warming)
     assert "build 3/7: assign" in said and "the ETR model loading" in said

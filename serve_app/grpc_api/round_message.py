@@ -22,6 +22,7 @@ the field) stands. ``tests/serve/test_round_message.py`` holds it to that readin
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import subprocess
 import sys
@@ -38,7 +39,9 @@ from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
 
+log = logging.getLogger(__name__)
 _loaded = threading.Event()
+_failure = ""  # why loading failed ("" while loading or once loaded)
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -386,22 +389,38 @@ def ready() -> bool:
     return _loaded.is_set()
 
 
+def state() -> str:
+    """ "loaded", "loading", or "failed: <why>": a reader that failed to load leaves every
+    round to protobuf's parser and the model (slower, same answers), so it does not hold
+    readiness back."""
+    if _loaded.is_set():
+        return "loaded"
+    return f"failed: {_failure}" if _failure else "loading"
+
+
 def load_in_background() -> threading.Thread:
     """Load the reader off the request path: a child process compiles it into Numba's cache
     (seconds with the GIL held, on a cold cache), then this process loads it (about a
     second); until then ``ready()`` is False."""
 
     def run() -> None:
+        global _failure
         code = "from serve_app.grpc_api.round_message import warm_up; warm_up()"
-        subprocess.run(  # our own interpreter and module
-            [sys.executable, "-c", code],
-            cwd=_REPO_ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=600,
-            check=False,
-        )
-        warm_up()
+        try:
+            subprocess.run(  # our own interpreter and module
+                [sys.executable, "-c", code],
+                cwd=_REPO_ROOT,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=600,
+                check=False,
+            )
+            warm_up()
+        except Exception as exc:  # any failure: every round takes the parser's path
+            _failure = f"{type(exc).__name__}: {exc}"[:200] or "unknown"
+            log.warning(
+                "the gRPC round reader did not load (%s); rounds take the parser's path", _failure
+            )
 
     thread = threading.Thread(target=run, name="orml-round-reader", daemon=True)
     thread.start()

@@ -42,7 +42,7 @@ def test_healthz_and_readyz(serve_url):
         info = ready.json()
         assert info["ready"] is True
         assert set(info) == {"ready", "ingress", "or_solver", "etr"}
-        assert info["ingress"] == {"round_reader_loaded": True}
+        assert info["ingress"] == {"round_reader": "loaded"}
         assert set(info["or_solver"]) == {"healthy", "kernel_warming", "kernel_stage"}
         assert set(info["etr"]) == {"healthy", "model_version", "loaded_versions"}
         status = c.get("/admin/status").json()

@@ -234,15 +234,17 @@ def limits_app(serve_url) -> Iterator[str]:
 
 
 def test_ready_means_warm(limits_app):
-    """/readyz is 200 only once the solver's compiled kernel is loaded (a warming replica
-    answered the first dispatches 5-10x slower)."""
+    """/readyz is 200 only once the solver's compiled kernel and the ingress's round reader
+    are loaded (a warming replica answered the first dispatches 5-10x slower); a 503 with
+    both deployments healthy names which of the two is still loading."""
     assert READINESS_SEEN and READINESS_SEEN[-1][0] == 200
     for status, body in READINESS_SEEN:
         solver = body.get("or_solver")
         if status == 200:
             assert solver["healthy"] and not solver["kernel_warming"]
+            assert body["ingress"]["round_reader"] == "loaded"
         elif solver is not None and solver["healthy"] and body["etr"]["healthy"]:
-            assert solver["kernel_warming"], body
+            assert solver["kernel_warming"] or body["ingress"]["round_reader"] == "loading", body
 
 
 def test_a_round_at_the_configured_limits_is_answered_over_http_and_grpc(limits_app, grpc_address):

@@ -1,0 +1,57 @@
+"""``DeploymentStatus.readiness``: ready once both deployments are healthy, the solver's
+kernels are loaded and the ingress's gRPC reader has loaded or failed (a failed reader leaves
+rounds to the parser's path, so it must not hold traffic off the replica for good)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from serve_app.deployment_status import DeploymentStatus
+from serve_app.grpc_api import round_message
+
+
+class Answers:
+    def __init__(self, **state):
+        self.state = state
+
+    async def ready(self):
+        return self.state
+
+
+SOLVER = {"healthy": True, "kernel_warming": False, "kernel_stage": ""}
+ETR = {"healthy": True, "model_version": "1", "loaded_versions": ["1"]}
+
+
+@pytest.mark.parametrize(
+    ("solver", "reader", "ready"),
+    [
+        (SOLVER, "loaded", True),
+        (SOLVER, "loading", False),
+        (SOLVER, "failed: RuntimeError: no cache dir", True),
+        ({**SOLVER, "kernel_warming": True}, "loaded", False),
+        ({**SOLVER, "healthy": False}, "loaded", False),
+    ],
+)
+def test_readiness_waits_for_what_is_loading_only(solver, reader, ready):
+    status = DeploymentStatus(Answers(**solver), Answers(**ETR), 1.0, lambda: reader)
+    got, why = asyncio.run(status.readiness())
+    assert got is ready and why["ready"] is ready
+    assert why["ingress"] == {"round_reader": reader}
+
+
+def test_a_reader_that_fails_to_load_says_why(monkeypatch):
+    def refuse():
+        raise RuntimeError("the round reader refused its own warm-up round")
+
+    monkeypatch.setattr(round_message, "warm_up", refuse)
+    monkeypatch.setattr(round_message.subprocess, "run", lambda *a, **k: None)
+    monkeypatch.setattr(round_message, "_failure", "")
+    assert round_message.state() in ("loading", "loaded")
+    round_message.load_in_background().join(10)
+    assert round_message.state() == (
+        "loaded"  # an earlier test in this process loaded it: a failure later cannot unload
+        if round_message.ready()
+        else "failed: RuntimeError: the round reader refused its own warm-up round"
+    )
