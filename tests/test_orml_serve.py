@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from ops.ports import free_port, free_ports
-from tests.orml_serve import orml_serve
 
 ORML = str(Path(sys.executable).with_name("orml"))
 pytestmark = pytest.mark.serve
@@ -66,11 +65,14 @@ def haproxy_listeners(exclude: set[int]) -> set[tuple[str, int]]:
 
 
 def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
+    """One `orml serve --host 127.0.0.1` from start to SIGTERM: its start talks, what the
+    app binds follows ``host``, HAProxy sheds a burst itself, and SIGTERM to the process alone
+    (once it serves) exits 0 and frees every port."""
     names = ("port", "grpc-port", "dashboard-port", "metrics-port")
     ports = dict(zip(names, free_ports(len(names)), strict=True))
     before = haproxy_pids()
     log = (tmp_path / "serve.log").open("w")
-    args = [ORML, "serve", *(f"--{k}={v}" for k, v in ports.items())]
+    args = [ORML, "serve", "--host", "127.0.0.1", *(f"--{k}={v}" for k, v in ports.items())]
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 240
@@ -94,9 +96,7 @@ def test_sigterm_stops_everything_and_frees_every_port(tmp_path):
             ready = httpx.get(f"http://127.0.0.1:{ports['port']}/readyz", timeout=30).status_code
             time.sleep(0 if ready == 200 else 1)
         assert ready == 200
-        # HAProxy's stats page and metrics exporter: loopback only; the API on every interface.
-        public = {port for host, port in haproxy_listeners(before) if host == "*"}
-        assert public and public <= {ports["port"], ports["grpc-port"]}, public
+        assert_binds_follow_host(proc, before, ports)
         answers = burst_of_rounds(f"http://127.0.0.1:{ports['port']}", 60)
         proxy_shed = [r for r in answers if r.status_code == 503 and "at the proxy" in r.text]
         assert {r.status_code for r in answers} <= {200, 503}
@@ -267,36 +267,29 @@ def _speaks_http1(port: int) -> bool:
         return False
 
 
-def test_everything_the_app_binds_follows_host(tmp_path):
+def assert_binds_follow_host(proc: subprocess.Popen, before: set[int], ports: dict) -> None:
     """``orml serve --host 127.0.0.1``: the proxy's frontends, its stats and metrics, the
     Ingress replicas' own listeners and Serve's fallback proxy listen on 127.0.0.1 only;
     what listens on every interface is Ray's (its GCS, raylet, agents, workers' gRPC, Serve's
-    gRPC servers, docs/deploy.md), none of it the app's HTTP."""
+    gRPC servers, docs/deploy.md), none of it the app's HTTP. (HAProxy's stats and metrics
+    stay on loopback whatever the host: tests/serve/test_haproxy_config.py.)"""
     import psutil
 
-    names = ("port", "grpc-port", "dashboard-port", "metrics-port")
-    ports = dict(zip(names, free_ports(len(names)), strict=True))
-    before = haproxy_pids()
-    args = [ORML, "serve", "--host", "127.0.0.1", *(f"--{k}={v}" for k, v in ports.items())]
-    with orml_serve(args, dict(os.environ), tmp_path / "serve.log") as proc:
-        ours = {proc.pid} | {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
-        ours |= haproxy_pids() - before  # HAProxy runs in a session of its own
-        listeners = [
-            (c.laddr.ip, c.laddr.port, psutil.Process(c.pid).name())
-            for c in psutil.net_connections("inet")
-            if c.status == psutil.CONN_LISTEN and c.pid in ours
-        ]
-        proxy = haproxy_listeners(before)
-        assert proxy and {host for host, _ in proxy} == {"0100007F"}, proxy  # /proc: 127.0.0.1
-        by_port = {port: ip for ip, port, _ in listeners}
-        assert by_port[ports["port"]] == by_port[ports["grpc-port"]] == "127.0.0.1"
-        # Serve's replicas and proxy: their HTTP listeners (the lanes', the fallback proxy's)
-        # on the host; on every interface only gRPC (Ray's)
-        serve = [(ip, port) for ip, port, name in listeners if "Serve" in name or "Proxy" in name]
-        http_on_host = [port for ip, port in serve if ip == "127.0.0.1" and _speaks_http1(port)]
-        assert http_on_host, serve
-        wildcard_http = [
-            port for ip, port in serve if ip in ("0.0.0.0", "::") and _speaks_http1(port)
-        ]
-        assert wildcard_http == [], wildcard_http
-    assert proc.returncode == 0
+    ours = {proc.pid} | {c.pid for c in psutil.Process(proc.pid).children(recursive=True)}
+    ours |= haproxy_pids() - before  # HAProxy runs in a session of its own
+    listeners = [
+        (c.laddr.ip, c.laddr.port, psutil.Process(c.pid).name())
+        for c in psutil.net_connections("inet")
+        if c.status == psutil.CONN_LISTEN and c.pid in ours
+    ]
+    proxy = haproxy_listeners(before)
+    assert proxy and {host for host, _ in proxy} == {"0100007F"}, proxy  # /proc: 127.0.0.1
+    by_port = {port: ip for ip, port, _ in listeners}
+    assert by_port[ports["port"]] == by_port[ports["grpc-port"]] == "127.0.0.1"
+    # Serve's replicas and proxy: their HTTP listeners (the lanes', the fallback proxy's)
+    # on the host; on every interface only gRPC (Ray's)
+    serve = [(ip, port) for ip, port, name in listeners if "Serve" in name or "Proxy" in name]
+    http_on_host = [port for ip, port in serve if ip == "127.0.0.1" and _speaks_http1(port)]
+    assert http_on_host, serve
+    wildcard_http = [port for ip, port in serve if ip in ("0.0.0.0", "::") and _speaks_http1(port)]
+    assert wildcard_http == [], wildcard_http
