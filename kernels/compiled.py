@@ -17,9 +17,11 @@ replica defers them (``defer()``) and loads them in the background once it is up
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
 import threading
+import types
 from pathlib import Path
 
 # Set from ``defer`` or ``warm_up_in_background`` until the compiled builds are loaded.
@@ -53,30 +55,46 @@ def warming_stage() -> str:
     return _stage
 
 
+# (name, module): each module's ``warm_up`` compiles or loads its builds.
+_BUILDS = (
+    ("insertion_costs", "kernels._insertion_costs_jit"),
+    ("insertion_lower_bounds", "kernels._insertion_bounds_jit"),
+    ("assign", "kernels._assign_jit"),
+    ("pair scans", "kernels._pair_scan_jit"),
+    ("sparse assignment", "kernels._sparse_assign_jit"),
+    ("schedule", "kernels._schedule_jit"),
+    ("improve", "kernels._improve_jit"),
+)
+
+
 def warm_up(announce: bool = False) -> None:
     """Compile (or load from Numba's on-disk cache) every compiled build, in this process;
     ``announce`` prints each build's name before it (a line each, for a parent to follow)."""
-    from kernels._assign_jit import warm_up as warm_assign
-    from kernels._improve_jit import warm_up as warm_improve
-    from kernels._insertion_bounds_jit import warm_up as warm_bounds
-    from kernels._insertion_costs_jit import warm_up as warm_insertion
-    from kernels._pair_scan_jit import warm_up as warm_scans
-    from kernels._schedule_jit import warm_up as warm_schedule
-    from kernels._sparse_assign_jit import warm_up as warm_sparse
-
-    builds = [
-        ("insertion_costs", warm_insertion),
-        ("insertion_lower_bounds", warm_bounds),
-        ("assign", warm_assign),
-        ("pair scans", warm_scans),
-        ("sparse assignment", warm_sparse),
-        ("schedule", warm_schedule),
-        ("improve", warm_improve),
-    ]
-    for k, (name, build) in enumerate(builds, 1):
+    for k, (name, module) in enumerate(_BUILDS, 1):
         if announce:
-            print(f"{k}/{len(builds)}: {name}", flush=True)
-        build()
+            print(f"{k}/{len(_BUILDS)}: {name}", flush=True)
+        importlib.import_module(module).warm_up()
+
+
+def cached_on_disk(module: types.ModuleType) -> bool:
+    """Whether Numba's on-disk cache holds ``module``'s builds for its source as it is now:
+    some cached function of it has an index and none has a stale one (a function called only
+    from compiled code has no index of its own: it is built into its callers). Loading then
+    compiles nothing, and no child process need compile first. A wrong True (a warm-up cut
+    short) costs only time: this process compiles what was missing. Reads Numba's cache index,
+    its own files written on this host, through a private method; a surprise there is False."""
+    from numba.core.dispatcher import Dispatcher
+
+    try:
+        cached = [
+            d._cache._cache_file
+            for d in vars(module).values()
+            if isinstance(d, Dispatcher) and d._cache._enabled
+        ]
+        indexed = [f for f in cached if Path(f._index_path).exists()]
+        return bool(indexed) and all(f._load_index() for f in indexed)
+    except Exception:  # another Numba's internals: take the safe path
+        return False
 
 
 def warm_up_in_background() -> threading.Thread:
@@ -91,6 +109,10 @@ def warm_up_in_background() -> threading.Thread:
     def run() -> None:
         global _stage
         try:
+            if all(cached_on_disk(importlib.import_module(m)) for _, m in _BUILDS):
+                _stage = "loading the compiled builds"
+                warm_up()  # nothing to compile: no child needed
+                return
             child = subprocess.Popen(
                 [
                     sys.executable,

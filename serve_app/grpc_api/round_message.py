@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from domain import DispatchWeights, LatLng, Order
+from kernels.compiled import cached_on_disk
 from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
@@ -399,22 +400,23 @@ def state() -> str:
 
 
 def load_in_background() -> threading.Thread:
-    """Load the reader off the request path: a child process compiles it into Numba's cache
-    (seconds with the GIL held, on a cold cache), then this process loads it (about a
+    """Load the reader off the request path: on a cold cache a child process compiles it into
+    Numba's cache first (seconds with the GIL held), then this process loads it (about a
     second); until then ``ready()`` is False."""
 
     def run() -> None:
         global _failure
         code = "from serve_app.grpc_api.round_message import warm_up; warm_up()"
         try:
-            subprocess.run(  # our own interpreter and module
-                [sys.executable, "-c", code],
-                cwd=_REPO_ROOT,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                timeout=600,
-                check=False,
-            )
+            if not cached_on_disk(jit):  # else loading compiles nothing: no child needed
+                subprocess.run(  # our own interpreter and module
+                    [sys.executable, "-c", code],
+                    cwd=_REPO_ROOT,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    timeout=600,
+                    check=False,
+                )
             warm_up()
         except Exception as exc:  # any failure: every round takes the parser's path
             _failure = f"{type(exc).__name__}: {exc}"[:200] or "unknown"
