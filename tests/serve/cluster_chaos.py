@@ -39,6 +39,15 @@ def node_alive(node_id: str) -> bool:
     return any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())
 
 
+def _ready(url: str) -> bool:
+    import httpx
+
+    try:
+        return httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def main(result_path: Path) -> None:
     import ray
     from ray import serve
@@ -77,6 +86,11 @@ def main(result_path: Path) -> None:
         options[name].update(drill.FAST_RECOVERY)
     serve.run(build_app(args, options), name="orml", route_prefix="/")
     url = f"http://127.0.0.1:{port}"
+    # The drill is about a node lost under load, not about start-up: the load starts once the
+    # app says it is ready (its kernels and readers loaded), as a load balancer's would.
+    ready = drill.wait_for(lambda: _ready(url), 120, poll_s=0.2)
+    if ready is None:
+        raise SystemExit("the app was not ready within 120 s")
 
     # Half the replicas gone under the same offered load: the one left may shed a request
     # (503 + Retry-After) until the new node's replicas run; the client follows Retry-After up
