@@ -419,7 +419,7 @@ def load_in_background() -> threading.Thread:
                 )
             warm_up()
         except Exception as exc:  # any failure: every round takes the parser's path
-            _failure = f"{type(exc).__name__}: {exc}"[:200] or "unknown"
+            _failure = f"{type(exc).__name__}: {exc}"[:200]
             log.warning(
                 "the gRPC round reader did not load (%s); rounds take the parser's path", _failure
             )
