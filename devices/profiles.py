@@ -8,12 +8,15 @@ read here too). A type nobody measured gets an estimate by the scaling rule belo
 Scaling rule (docs/placement.md): from the fastest measured device of the same kind (CPU
 nodes from CPU nodes, cards from cards), latency(b) on type T = max(floor,
 latency_ref(b) x speed_ref / speed_T), where speed is the geometric mean of FP16 TFLOPS and
-memory bandwidth (``GpuType.speed``) and floor is a kernel-launch floor of 0.02 ms; memory keeps
-the reference's weights, workspace and per-row activations and takes T's CUDA context size.
+memory bandwidth (``GpuType.speed``) and floor is a kernel-launch floor of 0.02 ms; a round's
+cost by size scales by the same ratio (pessimistic for a slower card: part of a round is host
+work that does not slow with the card); memory keeps the reference's weights, workspace and
+per-row activations and takes T's CUDA context size.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -41,6 +44,12 @@ class RoundPoint(BaseModel):
     round: str = Field(pattern=r"^\d+x\d+$", description="RIDERSxORDERS")
     p50_ms: float = Field(gt=0)
     p99_ms: float | None = Field(None, gt=0, description="None where the run kept medians only.")
+
+    @property
+    def pairs(self) -> int:
+        """Rider x order pairs: the size the round's cost grows with."""
+        riders, orders = self.round.split("x")
+        return int(riders) * int(orders)
 
 
 class ModelProfile(BaseModel):
@@ -80,6 +89,21 @@ class ModelProfile(BaseModel):
         # Past the last point: linear in rows (a full device scales no better).
         return value[-1] * batch / pts[-1].batch
 
+    def round_ms(self, pairs: float) -> float:
+        """Median ms of one round of ``pairs`` rider x order pairs, interpolated log-log between
+        the measured ``round_sizes``; below the smallest its cost (a round's fixed part), past
+        the largest linear in pairs. Raises DeviceInputError when the profile has no sizes."""
+        sizes = sorted(self.round_sizes, key=lambda r: r.pairs)
+        if not sizes:
+            raise DeviceInputError(f"{self.model} on {self.device_type}: no round_sizes")
+        if pairs <= sizes[0].pairs:
+            return sizes[0].p50_ms
+        for lo, hi in itertools.pairwise(sizes):
+            if pairs <= hi.pairs:
+                t = math.log(pairs / lo.pairs) / math.log(hi.pairs / lo.pairs)
+                return math.exp(math.log(lo.p50_ms) + t * math.log(hi.p50_ms / lo.p50_ms))
+        return sizes[-1].p50_ms * pairs / sizes[-1].pairs
+
     def memory_mb(self, batch: int) -> float:
         """Device memory of one replica running batches of ``batch`` rows (MiB)."""
         return (
@@ -107,7 +131,15 @@ class ModelProfile(BaseModel):
                 f"speed ratio {ratio:.4g}; context {target.context_mb} MiB",
                 "context_mb": float(target.context_mb),
                 "points": points,
-                "round_sizes": [],  # a round's cost is not scaled: measure it there
+                "round_sizes": [
+                    r.model_copy(
+                        update={
+                            "p50_ms": r.p50_ms * ratio,
+                            "p99_ms": None if r.p99_ms is None else r.p99_ms * ratio,
+                        }
+                    )
+                    for r in self.round_sizes
+                ],
                 "host": "",
                 "command": "",
             }

@@ -32,14 +32,16 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from devices.catalog import gpu_types
-from devices.profiles import ModelProfile, ProfilePoint, ProfileSet
+from devices.profiles import ProfilePoint, ProfileSet
 from domain import TrafficClass
+from fleet.call_costs import ROOT, ProfileCallCosts
 from fleet.demand import KINDS, Arrivals, make_arrivals, make_cities
 from fleet.engine import FleetSim, Policy, SimDeployment, SimFailure, SimOutcome, SimSettings, Slot
 from fleet.scenario import Scenario
@@ -84,16 +86,29 @@ def build_day(scenario: Scenario, mdrp_dir: Path) -> tuple[Arrivals, list, Profi
     return arrivals, cities, fleet_profiles(scenario, arrivals), fleet_demand(scenario, arrivals)
 
 
+def call_costs(scenario: Scenario) -> ProfileCallCosts:
+    """The scenario's call-cost model: the profiles it names (loaded once per folder)."""
+    return _call_costs(str(ROOT / scenario.call_costs.profiles), scenario.call_costs.jitter_sigma)
+
+
+@lru_cache(maxsize=4)
+def _call_costs(root: str, jitter_sigma: float) -> ProfileCallCosts:
+    return ProfileCallCosts.load(Path(root), jitter_sigma)
+
+
 def fleet_profiles(scenario: Scenario, arrivals: Arrivals) -> ProfileSet:
-    """Per deployment and card type, the call-cost model as a packer profile (estimates)."""
-    costs, spread = scenario.call_costs, math.exp(Z99 * scenario.call_costs.jitter_sigma)
+    """Per deployment and fleet type, the packer's profile of a call as the day makes it: the
+    model's measured (or derived) profile at the day's batch sizes (ETR) or round sizes
+    (rounds: the mean round at p50, the 99th-percentile round x the jitter's p99 at p99)."""
+    costs = call_costs(scenario)
+    spread = math.exp(Z99 * costs.jitter_sigma)
     out = []
     for k, (name, spec) in enumerate(scenario.deployments.items()):
         mine = (arrivals.deployment == k) & arrivals.online
         work = arrivals.work[mine] if mine.any() else np.ones(1)
-        unit = costs.model(spec.model)
         for type_name in scenario.fleet.types:
             gpu = gpu_types()[type_name]
+            model = costs.profile(spec.model, type_name)
             if spec.model == "etr":
                 rows = scenario.traffic.rows_per_query
                 sizes = sorted({min(rows * 2**i, spec.max_batch_rows) for i in range(12)})
@@ -105,24 +120,23 @@ def fleet_profiles(scenario: Scenario, arrivals: Arrivals) -> ProfileSet:
                     )
                     for b in sizes
                 ]
-                per_row_kb = unit.per_unit_kb
-            else:  # one round per call: its time follows the round's work
+            else:  # one round per call: its time follows the round's size
                 p50 = costs.call_ms(spec.model, gpu, float(np.mean(work)))
                 p99 = costs.call_ms(spec.model, gpu, float(np.percentile(work, 99))) * spread
                 points = [ProfilePoint(batch=1, p50_ms=p50, p99_ms=max(p99, p50))]
-                per_row_kb = unit.per_unit_kb * float(np.percentile(work, 99))
+            source = "derived" if model.estimate else f"measured {model.measured}"
             out.append(
-                ModelProfile(
-                    model=name,
-                    device_type=type_name,
-                    runtime="call-cost model",
-                    estimate=True,
-                    basis="fleet/scenario.yaml call_costs (an estimate, not measured)",
-                    context_mb=float(gpu.context_mb),
-                    weights_mb=unit.weights_mb,
-                    workspace_mb=0.0,
-                    per_row_kb=per_row_kb,
-                    points=points,
+                model.model_copy(
+                    update={
+                        "model": name,
+                        "device_type": type_name,
+                        "runtime": f"{model.runtime} at the day's sizes",
+                        "estimate": model.estimate,
+                        "basis": f"{spec.model} on {type_name}, {source}: {model.basis}",
+                        "context_mb": float(gpu.context_mb),
+                        "points": points,
+                        "round_sizes": [],
+                    }
                 )
             )
     return ProfileSet(out)
@@ -265,13 +279,13 @@ def stream(arrivals: Arrivals) -> Iterator[tuple]:
 def simulate_plan(
     scenario: Scenario, arrivals: Arrivals, plan: Plan, policy: Policy
 ) -> tuple[SimOutcome, float]:
-    ref = gpu_types()[scenario.call_costs.reference_type]
     sim = FleetSim(
         deployments_from(plan, scenario),
         policy,
         settings_of(scenario),
-        scenario.call_costs.call_ms,
-        lambda gpu: gpu.speed / ref.speed,
+        call_costs(scenario).call_ms,
+        # The router's view of a card: relative speed (only ratios between replicas matter).
+        lambda gpu: gpu.speed,
         [SimFailure(f.at_h * 3600, f.down_min * 60) for f in scenario.failures],
         seed=scenario.seed,
     )
@@ -291,13 +305,16 @@ def run_day(
         "serve_default_equal_cost",
     ),
     progress: Callable[[str], None] = print,
+    tuned: Tuned | None = None,
 ) -> dict[str, Any]:
+    """Every policy over the day of ``scenario`` (its seed); ``tuned``: the planning days'
+    choice when already made (it does not depend on the day's seed), else made here."""
     arrivals, cities, profiles, demand = build_day(scenario, mdrp_dir)
     progress(
         f"day: {len(cities)} cities, {len(arrivals)} requests over {arrivals.end_s / 3600:.1f} h "
         f"({', '.join(f'{k} {int((arrivals.kind == i).sum())}' for i, k in enumerate(KINDS))})"
     )
-    base = Policy("ours", target_busy=scenario.fleet.autoscale_target_busy)
+    base = base_policy(scenario)
     default = Policy(
         "serve_default",
         router="pow2",
@@ -320,25 +337,11 @@ def run_day(
         return runs[name]
 
     ours_plan, ours, ours_note, single = mixed, base, "", None
-    if {"ours", "serve_default", "serve_default_equal_cost", "best_single_type"} & set(policies):
-        progress("  tuning card types and Busy targets on planning days (not this one):")
-        days, trials = tune_on_planning_days(scenario, mdrp_dir, progress)
-        wanted = scenario.tuning.attainment + scenario.tuning.margin
-        # The trials price each deployment on cards of its own; the finalists (the mixed
-        # choice and each type's) are priced again as the packer shares cards among them.
-        mixed_choice = choose(trials, wanted)
-        singles = single_type_choices(trials, scenario.fleet.types, wanted)
-        finalists = [c for c in [mixed_choice, *singles] if c is not None]
-        priced = {c.options: price_jointly(days, c, base, progress) for c in finalists}
-        if finalists:
-            best = min(finalists, key=lambda c: priced[c.options].rank(wanted))
-            ours_plan, ours = priced[best.options].plan, _tuned(base, "ours", best.targets)
-            ours_note = best.note() + priced[best.options].note()
-        if singles:
-            chosen = min(singles, key=lambda c: priced[c.options].rank(wanted))
-            (gpu_type,) = {g for types in chosen.types_of.values() for g in types}
-            policy = _tuned(base, f"single_{gpu_type}_tuned", chosen.targets)
-            single = (gpu_type, priced[chosen.options].plan, policy)
+    if needs_tuning(policies):
+        tuned = tuned or tune(scenario, mdrp_dir, progress)
+        if tuned.plan is not None:
+            ours_plan, ours, ours_note = tuned.plan, tuned.policy, tuned.note
+        single = tuned.single
     if "ours" in policies or "serve_default_equal_cost" in policies:
         run("ours", ours_plan, ours, ours_note)
     if "ours_peak_plan" in policies:
@@ -403,14 +406,74 @@ def run_day(
             found.wall_s,
             f"target_ongoing_requests={found.policy.target_ongoing:.2f}",
         )
+    costs = call_costs(scenario)
     return {
-        "label": "simulated; GPU call costs are the scenario's estimate model",
+        "label": "simulated; call costs from the measured profiles (profiles/), other types "
+        "derived by the stated rule",
+        "seed": scenario.seed,
+        "tuned_on_seeds": list(scenario.tuning.seeds),
+        "unseen": scenario.seed not in scenario.tuning.seeds,
+        "call_costs": costs.sources(
+            sorted({d.model for d in scenario.deployments.values()}), scenario.fleet.types
+        ),
         "cities": scenario.cities,
         "scenario": scenario.model_dump(),
         "requests": {k: int((arrivals.kind == i).sum()) for i, k in enumerate(KINDS)},
         "hours": math.ceil(arrivals.end_s / 3600),
         "policies": {name: summary(r) for name, r in runs.items()},
     }
+
+
+#: The policies that run a plan made on the tuning seeds' days.
+TUNED_POLICIES = frozenset(
+    {"ours", "serve_default", "serve_default_equal_cost", "best_single_type"}
+)
+
+
+def needs_tuning(policies: tuple[str, ...]) -> bool:
+    return bool(TUNED_POLICIES & set(policies))
+
+
+def base_policy(scenario: Scenario) -> Policy:
+    return Policy("ours", target_busy=scenario.fleet.autoscale_target_busy)
+
+
+@dataclass
+class Tuned:
+    """What the planning days chose, before any day is run: ours's plan, policy and note, and
+    the best single type's (type, plan, policy); plan None when no combination was found."""
+
+    plan: Plan | None
+    policy: Policy
+    note: str
+    single: tuple[str, Plan, Policy] | None
+
+
+def tune(scenario: Scenario, mdrp_dir: Path, progress: Callable[[str], None] = print) -> Tuned:
+    """Card types and Busy targets for ours and the single-type baseline, on the tuning seeds'
+    days (``fleet.tune``): the same whatever seed the scenario's own day has."""
+    base = base_policy(scenario)
+    seeds = ", ".join(str(s) for s in scenario.tuning.seeds)
+    progress(f"  tuning card types and Busy targets on the days of seeds {seeds}:")
+    days, trials = tune_on_planning_days(scenario, mdrp_dir, progress)
+    wanted = scenario.tuning.attainment + scenario.tuning.margin
+    # The trials price each deployment on cards of its own; the finalists (the mixed
+    # choice and each type's) are priced again as the packer shares cards among them.
+    mixed_choice = choose(trials, wanted)
+    singles = single_type_choices(trials, scenario.fleet.types, wanted)
+    finalists = [c for c in [mixed_choice, *singles] if c is not None]
+    priced = {c.options: price_jointly(days, c, base, progress) for c in finalists}
+    tuned = Tuned(None, base, "", None)
+    if finalists:
+        best = min(finalists, key=lambda c: priced[c.options].rank(wanted))
+        tuned.plan, tuned.policy = priced[best.options].plan, _tuned(base, "ours", best.targets)
+        tuned.note = best.note() + priced[best.options].note()
+    if singles:
+        chosen = min(singles, key=lambda c: priced[c.options].rank(wanted))
+        (gpu_type,) = {g for types in chosen.types_of.values() for g in types}
+        policy = _tuned(base, f"single_{gpu_type}_tuned", chosen.targets)
+        tuned.single = (gpu_type, priced[chosen.options].plan, policy)
+    return tuned
 
 
 @dataclass
@@ -466,9 +529,11 @@ def tune_on_planning_days(
         arrivals, _, profiles, demand = build_day(planning, mdrp_dir)
         days.append(PlanningDay(planning, arrivals, profiles, demand))
 
-        def simulate(a: Arrivals, plan: Plan, policy: Policy, day: Scenario = planning) -> dict:
+        def simulate(
+            a: Arrivals, plan: Plan, policy: Policy, day: Scenario = planning
+        ) -> tuple[dict, SimOutcome]:
             outcome, wall = simulate_plan(day, a, plan, policy)
-            return summary(PolicyRun(policy.name, plan, policy, outcome, wall))
+            return summary(PolicyRun(policy.name, plan, policy, outcome, wall)), outcome
 
         trials += run_trials(
             planning,

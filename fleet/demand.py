@@ -6,8 +6,8 @@ scaled by its size and shifted by its time zone. From the orders come three stre
 - ``query``  online ETR: a customer's page of ``rows_per_query`` delivery-time estimates,
   ``queries_per_order`` of them in the minutes before each order is placed;
 - ``round``  online dispatch: one round per city every ``round_period_s`` while it has open
-  orders (placed in the last ``open_order_min``); its work is orders x candidate couriers
-  (at most ``candidates_per_order`` each), and
+  orders (placed in the last ``open_order_min``); its work is its size, orders x the
+  couriers on shift (``riders_per_order`` each), the rider x order pairs a round prices; and
   rounds of ``large_round_orders`` or more go to ``dispatch_large``; a city with more open
   orders than ``max_round_orders`` runs one round per dispatch zone, the zones' rounds of a
   period together, spread over it or each at a phase of its own (``zone_rounds``);
@@ -46,8 +46,8 @@ class Arrivals:
     """The day's requests in arrival order, as parallel arrays of length n.
 
     t_s float64 (seconds), deployment int16 (index into ``deployments``), online bool,
-    rows int32 (queue units: ETR rows, 1 per round), work float64 (cost units: rows, or order x
-    courier pairs), kind int8 (index into ``KINDS``), city int16.
+    rows int32 (queue units: ETR rows, 1 per round), work float64 (cost units: rows, or rider x
+    order pairs), kind int8 (index into ``KINDS``), city int16.
     """
 
     deployments: tuple[str, ...]
@@ -160,7 +160,7 @@ def make_arrivals(scenario: Scenario, cities: list[City], rng: np.random.Generat
             zones = np.ceil(n_open / tr.max_round_orders).astype(int)
             ticks = np.repeat(ticks, zones) + _zone_offsets(zones, tr, rng)
             n_open = np.repeat(np.ceil(n_open / zones), zones)
-            couriers = np.minimum(np.ceil(n_open * tr.riders_per_order), tr.candidates_per_order)
+            couriers = np.ceil(n_open * tr.riders_per_order)
             dep = np.where(n_open >= tr.large_round_orders, index[large], index[small])
             parts.append(_part(ticks, dep, True, 1, n_open * couriers, 1, city))
     total_rows = sum(len(c.placed_s) for c in cities) * tr.offline_rows_per_order

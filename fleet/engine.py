@@ -24,7 +24,7 @@ import math
 import random
 from collections import defaultdict, deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from actors.scheduling import (
@@ -239,6 +239,26 @@ class SimOutcome:
     running_timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)  # ready
     requests: list[tuple[float, int, float]] = field(default_factory=list)
     end_s: float = 0.0
+    # Every Busy autoscaler call: deployment -> its policy and (ready, online Busy, offline
+    # Busy, requests, replicas wanted) per tick (``same_run_at``).
+    busy_policies: dict[str, BusyPolicy] = field(default_factory=dict)
+    busy_calls: dict[str, list[tuple[int, float, float, int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+
+
+def same_run_at(outcome: SimOutcome, deployment: str, target_busy: float) -> bool:
+    """Whether ``deployment``'s autoscaler at ``target_busy`` would have wanted what it wanted
+    at every tick of ``outcome``'s run. The target reaches nothing else, and the run is
+    deterministic under its seed, so a yes means the run at that target is this very run."""
+    policy = outcome.busy_policies.get(deployment)
+    if policy is None:
+        return False
+    other = replace(policy, target_busy=target_busy)
+    return all(
+        desired_replicas(ready, on, off, other, requests).replicas == wanted
+        for ready, on, off, requests, wanted in outcome.busy_calls[deployment]
+    )
 
 
 class FleetSim:
@@ -351,8 +371,15 @@ class FleetSim:
 
     # ---- requests -------------------------------------------------------------------------
     def _arrive(self, t, deployment, cls, rows, work, kind) -> None:
-        d = self.deployments[deployment]
+        d = self.deployments.get(deployment)
         online = cls is TrafficClass.ONLINE
+        if d is None:  # the plan has no replica of it (planned on days without its traffic)
+            req = Request(deployment, cls, int(rows), float(work), t, int(kind), t)
+            if online:
+                self._count(self.out.shed, req)
+            else:
+                self.out.offline_rows += req.rows
+            return
         deadline = t + d.timeout_s if online else math.inf
         req = Request(deployment, cls, int(rows), float(work), t, int(kind), deadline)
         if not online:
@@ -737,7 +764,10 @@ class FleetSim:
         requests = len(self.backlog[d.name]) + sum(r.outstanding for r in ready)
         # As Serve calls the policy: the replicas running (starting ones are only in the target
         # the wish is compared with), Busy the mean of those that have reported.
-        return desired_replicas(len(ready), on, off, bounds, requests).replicas
+        wanted = desired_replicas(len(ready), on, off, bounds, requests).replicas
+        self.out.busy_policies[d.name] = bounds
+        self.out.busy_calls[d.name].append((len(ready), on, off, requests, wanted))
+        return wanted
 
     def _close_books(self) -> None:
         for card, since in list(self._card_since.items()):

@@ -16,18 +16,22 @@ ORDER = (
     "ours_peak_plan",
     "ours_day",
 )
-LABEL = "SIMULATED (call costs: fleet/scenario.yaml's estimate model, no GPU measured)"
+LABEL = "SIMULATED (call costs: the measured profiles in profiles/, other types derived)"
 
 
 def table(result: dict[str, Any]) -> str:
     pols = result["policies"]
     names = [n for n in ORDER if n in pols] + [n for n in pols if n not in ORDER]
     ours = pols.get("ours")
+    seen = "unseen by the tuning" if result["unseen"] else "a tuning seed (in sample)"
     lines = [
         LABEL,
-        f"{result['cities']} cities, {sum(result['requests'].values())} requests "
+        f"seed {result['seed']} ({seen}; tuned on seeds "
+        f"{', '.join(map(str, result['tuned_on_seeds']))}), {result['cities']} cities, "
+        f"{sum(result['requests'].values())} requests "
         f"({', '.join(f'{k} {v}' for k, v in result['requests'].items())})",
-        "| policy | GPU cost $ | vs ours | GPU-hours | online in SLO | queries p99 ms "
+        sources_line(result["call_costs"]),
+        "| policy | cost $ | vs ours | card-hours by type | online in SLO | queries p99 ms "
         "| rounds p99 ms | shed | offline done | plan at peak |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -39,12 +43,57 @@ def table(result: dict[str, Any]) -> str:
         )
         note = f" ({p['note']})" if p.get("note") else ""
         lines.append(
-            f"| {n}{note} | {p['gpu_cost']:.0f} | {ratio} | {p['gpu_hours']:.1f} "
+            f"| {n}{note} | {p['gpu_cost']:.0f} | {ratio} | {_hours_by_type(p)} "
             f"| {p['online_attainment']:.4f} | {p['by_kind']['query']['p99_ms']:.0f} "
             f"| {p['by_kind']['round']['p99_ms']:.0f} | {p['shed']} "
             f"| {p['offline_done']:.3f} | {plan} |"
         )
     return "\n".join(lines)
+
+
+def sources_line(rows: list[dict[str, str]]) -> str:
+    """Which call costs were measured and which derived, per model."""
+    parts = []
+    for model in sorted({r["model"] for r in rows}):
+        measured = [r["type"] for r in rows if r["model"] == model and r["source"] != "derived"]
+        derived = [r["type"] for r in rows if r["model"] == model and r["source"] == "derived"]
+        parts.append(
+            f"{model} measured on {', '.join(measured) or 'none'}"
+            + (f", derived for {', '.join(derived)}" if derived else "")
+        )
+    return "call costs: " + "; ".join(parts)
+
+
+def seeds_table(results: list[dict[str, Any]]) -> str:
+    """Per day: ours against the best single type and Serve's defaults (cost, attainment)."""
+    lines = [
+        "| seed | ours $ | ours in SLO | best single type | its $ | its in SLO | saving "
+        "| Serve's defaults $ | its in SLO |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        pols = r["policies"]
+        ours, single = pols.get("ours"), pols.get("best_single_type")
+        default = pols.get("serve_default")
+        if ours is None or single is None:
+            continue
+        saving = 1 - ours["gpu_cost"] / single["gpu_cost"]
+        seen = "" if r["unseen"] else " (tuned)"
+        lines.append(
+            f"| {r['seed']}{seen} | {ours['gpu_cost']:.0f} | {ours['online_attainment']:.4f} "
+            f"| {single['note']} | {single['gpu_cost']:.0f} | {single['online_attainment']:.4f} "
+            f"| {saving:.1%} | "
+            + (
+                f"{default['gpu_cost']:.0f} | {default['online_attainment']:.4f} |"
+                if default
+                else "- | - |"
+            )
+        )
+    return "\n".join(lines)
+
+
+def _hours_by_type(policy: dict[str, Any]) -> str:
+    return ", ".join(f"{t} {h:.1f}" for t, h in sorted(policy["gpu_hours_by_type"].items()))
 
 
 def write_json(result: dict[str, Any], path: Path) -> None:
@@ -70,8 +119,10 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         x = [h["hour"] + 0.5 for h in hours]
         ax_cost.step(x, [h["gpu_cost"] for h in hours], where="mid", label=n)
         ax_slo.plot(x, [h["online_attainment"] for h in hours], marker=".", label=n)
-    ax_cost.set_ylabel("GPU cost per hour, $")
-    ax_cost.set_title(f"A fleet day, {result['cities']} cities: {LABEL}", fontsize=8)
+    ax_cost.set_ylabel("fleet cost per hour, $")
+    ax_cost.set_title(
+        f"A fleet day (seed {result['seed']}), {result['cities']} cities: {LABEL}", fontsize=8
+    )
     ax_cost.legend(fontsize=8)
     ax_slo.set_ylabel("online requests within SLO")
     ax_slo.set_xlabel("hour of the simulated day")

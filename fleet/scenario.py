@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from devices.catalog import DeviceInputError, GpuType, gpu_types, parse_model, read_yaml
+from devices.catalog import DeviceInputError, gpu_types, parse_model, read_yaml
 
 SCENARIO_PATH = Path(__file__).with_name("scenario.yaml")
 
@@ -33,7 +33,6 @@ class Traffic(_Strict):
     round_period_s: float = Field(gt=0)
     open_order_min: float = Field(gt=0)
     riders_per_order: float = Field(gt=0)
-    candidates_per_order: int = Field(ge=1)
     large_round_orders: int = Field(ge=1)
     max_round_orders: int = Field(ge=1, description="A dispatch zone's orders, at most.")
     zone_rounds: Literal["burst", "spread", "random"] = Field(
@@ -68,27 +67,15 @@ class DeploymentSpec(_Strict):
     )
 
 
-class ModelCost(_Strict):
-    fixed_ms: float = Field(ge=0, description="Per call, the same on every card.")
-    per_unit_us: float = Field(ge=0, description="Per unit of work on the reference card.")
-    weights_mb: float = Field(ge=0)
-    per_unit_kb: float = Field(ge=0, description="Activations per unit in a call, KiB.")
-
-
 class CallCosts(_Strict):
-    reference_type: str
-    etr: ModelCost
-    or_solver: ModelCost
-    jitter_sigma: float = Field(ge=0, le=1)
+    """Where a call's cost comes from: the measured profiles (``fleet.call_costs``)."""
 
-    def model(self, name: str) -> ModelCost:
-        return getattr(self, name)
-
-    def call_ms(self, model: str, gpu: GpuType, work: float) -> float:
-        """The model's time for one call of ``work`` units on a whole card of type ``gpu``."""
-        cost = self.model(model)
-        ratio = gpu_types()[self.reference_type].speed / gpu.speed
-        return cost.fixed_ms + work * cost.per_unit_us / 1e3 * ratio
+    profiles: str = Field(
+        "profiles", description="Profiles folder (profiles/<model>/<type>-*.json), from the root."
+    )
+    jitter_sigma: float = Field(
+        ge=0, le=1, description="Log-normal sigma of a call around its profile's median."
+    )
 
 
 class Autoscale(_Strict):
@@ -121,17 +108,20 @@ class Fleet(_Strict):
 
 
 class Tuning(_Strict):
-    """How ``ours`` is planned (``fleet.tune``): on ``planning_days`` other days, per deployment,
-    a card type and one of ``targets`` (Busy; the first wins a tie), the cheapest combination
-    whose online SLO attainment reaches ``attainment + margin`` on every one of them (the
-    margin is for the planning days' error)."""
+    """How ``ours`` is planned (``fleet.tune``): on the days of the ``seeds`` (other cities and
+    requests than a day of another seed), per deployment a card type and one of ``targets``
+    (Busy; the first wins a tie), the cheapest combination whose online SLO attainment reaches
+    ``attainment + margin`` on every one of them (the margin is for the planning days' error).
+    A day of any other seed was never seen by the tuning."""
 
     targets: list[Annotated[float, Field(gt=0.15, lt=1)]] = Field(
         [0.6, 0.45, 0.4, 0.35], min_length=1, description="Above the autoscaler's band (0.15)."
     )
     attainment: float = Field(0.99, gt=0, le=1)
     margin: float = Field(0.002, ge=0, lt=1)
-    planning_days: int = Field(2, ge=1, le=6, description="Each must reach the attainment.")
+    seeds: list[int] = Field(
+        [0, 1], min_length=1, max_length=6, description="Planning days; each must reach it."
+    )
 
 
 class Failure(_Strict):
@@ -158,7 +148,7 @@ class Scenario(_Strict):
     @model_validator(mode="after")
     def _known_types(self) -> Scenario:
         known = gpu_types()
-        for name in [*self.fleet.types, self.call_costs.reference_type]:
+        for name in self.fleet.types:
             if name not in known:
                 raise ValueError(f"unknown GPU type {name!r}; known: {sorted(known)}")
         return self

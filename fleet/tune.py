@@ -6,10 +6,10 @@ deployment's SLO all day at one replica while the model asks for six at the peak
 billed all night for a burst at noon, arrivals burstier than Poisson that need a cooler target.
 Here the simulator is the planner: every deployment is run alone, for every card type the
 packer finds feasible and every Busy target of the scenario's ``tuning``, over its *planning
-days* (the same cities, each replaying other real MDRP days than in the day evaluated), and
-the cheapest combination whose online SLO attainment, all deployments together, is at least
-``tuning.attainment + tuning.margin`` on every planning day is chosen. The day evaluated is
-never looked at.
+days* (the days of the tuning seeds: other cities, sizes, time zones and requests than a day
+of any other seed), and the cheapest combination whose online SLO attainment, all deployments
+together, is at least ``tuning.attainment + tuning.margin`` on every planning day is chosen.
+A day of a seed outside ``tuning.seeds`` was never looked at.
 
 Trials are per deployment (its own cards, its own failure), so the sum of their costs is an
 upper bound on a joint plan's, which may share cards: the caller prices its finalists again,
@@ -26,7 +26,7 @@ from typing import Any
 
 from devices.profiles import ProfileSet
 from fleet.demand import Arrivals
-from fleet.engine import Policy
+from fleet.engine import Policy, SimOutcome, same_run_at
 from fleet.scenario import Scenario
 from placement.inventory import Demand, Inventory
 from placement.packer import PlacementInfeasible, Plan, plan_milp
@@ -78,12 +78,10 @@ class Choice:
 
 
 def planning_scenarios(scenario: Scenario) -> list[Scenario]:
-    """Other days of the same platform (``tuning.planning_days`` of them): the same cities
-    (sizes, time zones), each replaying another real day, with requests drawn anew."""
-    return [
-        scenario.model_copy(update={"day_offset": scenario.day_offset + k})
-        for k in range(1, scenario.tuning.planning_days + 1)
-    ]
+    """The days the tuning sees: the scenario under each of ``tuning.seeds`` (its cities'
+    sizes, time zones and requests drawn from that seed). The same for every day evaluated,
+    so one tuning serves them all."""
+    return [scenario.model_copy(update={"seed": seed}) for seed in scenario.tuning.seeds]
 
 
 def run_trials(
@@ -92,7 +90,7 @@ def run_trials(
     profiles: ProfileSet,
     demand: Demand,
     inventory_of: Callable[[str], Inventory],
-    simulate: Callable[[Arrivals, Plan, Policy], dict[str, Any]],
+    simulate: Callable[[Arrivals, Plan, Policy], tuple[dict[str, Any], SimOutcome]],
     day: int = 0,
     progress: Callable[[str], None] = print,
 ) -> list[Trial]:
@@ -100,7 +98,9 @@ def run_trials(
 
     planning, arrivals, profiles, demand : that day's (``fleet.day.build_day``);
     inventory_of : a card type -> the fleet of that type alone;
-    simulate : (arrivals, plan, policy) -> the run's summary (``fleet.day.summary``).
+    simulate : (arrivals, plan, policy) -> the run's summary (``fleet.day.summary``) and
+    outcome. A target under which the last run's autoscaler would have decided every tick
+    alike (``same_run_at``) is that same run, taken without simulating it again.
     """
     out = []
     for m in demand.models:
@@ -110,8 +110,14 @@ def run_trials(
                 plan = plan_milp(inventory_of(gpu_type), Demand(models=[m]), profiles, "cost", 5)
             except PlacementInfeasible:
                 continue
+            last: tuple[dict[str, Any], SimOutcome] | None = None
             for target in planning.tuning.targets:
-                s = simulate(mine, plan, Policy(f"tune {m.deployment}", target_busy=target))
+                if last is None or not same_run_at(last[1], m.deployment, target):
+                    last = simulate(mine, plan, Policy(f"tune {m.deployment}", target_busy=target))
+                    again = ""
+                else:
+                    again = ", the same run"
+                s = last[0]
                 trial = Trial(
                     m.deployment,
                     gpu_type,
@@ -125,7 +131,7 @@ def run_trials(
                 progress(
                     f"    day {day} {m.deployment:<15} {gpu_type:<10} Busy {target:<4g} "
                     f"${trial.gpu_cost:6.0f}  missed {trial.missed}/{trial.requests}  "
-                    f"({s['sim_wall_s']:.0f} s)"
+                    f"({s['sim_wall_s']:.0f} s{again})"
                 )
     return out
 

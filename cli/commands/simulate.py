@@ -22,7 +22,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     sp.add_argument("--scenario", type=Path, default=None, help="default fleet/scenario.yaml")
     sp.add_argument("--mdrp", type=Path, default=None, help="MDRP day folders (demand curves)")
     sp.add_argument("--cities", type=int, default=None, help="override the scenario's cities")
-    sp.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    sp.add_argument(
+        "--seed",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the day's seed (the scenario's by default); several: one day each, tuned once",
+    )
     sp.add_argument("--quick", action="store_true", help="10 cities (a few minutes on 2 cores)")
     sp.add_argument(
         "--set",
@@ -45,8 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fleet.day import run_day
-    from fleet.report import plot, table, write_json
+    from fleet.day import needs_tuning, run_day, tune
+    from fleet.report import plot, seeds_table, table, write_json
     from fleet.scenario import SCENARIO_PATH, load_scenario
 
     scenario = load_scenario(args.scenario or SCENARIO_PATH, args.set)
@@ -55,20 +61,29 @@ def run(args: argparse.Namespace) -> int:
         update["cities"] = 10
     if args.cities is not None:
         update["cities"] = args.cities
-    if args.seed is not None:
-        update["seed"] = args.seed
     scenario = scenario.model_copy(update=update)
+    seeds = args.seed or [scenario.seed]
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
-    result = run_day(
-        scenario, args.mdrp or default_mdrp_dir(), policies, progress=lambda m: print(m, flush=True)
-    )
-    text = table(result)
-    print(text)
+    mdrp = args.mdrp or default_mdrp_dir()
+
+    def progress(message: str) -> None:
+        print(message, flush=True)
+
+    tuned = tune(scenario, mdrp, progress) if needs_tuning(policies) else None
+    results = []
+    for seed in seeds:
+        progress(f"seed {seed}:")
+        day = scenario.model_copy(update={"seed": seed})
+        results.append(run_day(day, mdrp, policies, progress=progress, tuned=tuned))
     args.out.mkdir(parents=True, exist_ok=True)
+    text = "\n\n".join(table(r) for r in results)
+    if len(results) > 1:
+        text += "\n\n" + seeds_table(results)
+    print(text)
     (args.out / "simulate.md").write_text(text + "\n")
-    if plot(result, args.out / "simulate.png"):
+    if plot(results[0], args.out / "simulate.png"):
         print(f"wrote {args.out / 'simulate.png'}")
     if args.json is not None:
-        write_json(result, args.json)
+        write_json(results[0] if len(results) == 1 else {"days": results}, args.json)
         print(f"wrote {args.json}")
     return 0

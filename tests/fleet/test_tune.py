@@ -11,7 +11,7 @@ import pytest
 
 from devices.catalog import gpu_types
 from domain import TrafficClass
-from fleet.engine import FleetSim, Policy, SimDeployment, SimSettings, Slot
+from fleet.engine import FleetSim, Policy, SimDeployment, SimSettings, Slot, same_run_at
 from fleet.tune import Trial, choose, planning_scenarios, single_type_choices
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,28 +72,29 @@ def test_single_type_choices_keep_every_deployment_on_one_type() -> None:
     assert single.types_of == {"etr": {"H100"}, "rounds": {"H100"}} and single.gpu_cost == 350
 
 
-def test_the_planning_day_is_another_day() -> None:
+def test_the_planning_days_are_the_tuning_seeds_days_never_the_day_run() -> None:
     from fleet.day import build_day
     from fleet.scenario import load_scenario
 
     day = load_scenario().model_copy(update={"cities": 3})
+    assert day.seed not in day.tuning.seeds  # the scenario's own day is one it never saw
     planning, second = planning_scenarios(day)
-    assert (planning.day_offset, second.day_offset) == (1, 2)
+    assert (planning.seed, second.seed) == tuple(day.tuning.seeds) == (0, 1)
+    # The same planning days whatever day is run: one tuning serves every seed.
+    assert planning_scenarios(day.model_copy(update={"seed": 7})) == [planning, second]
     mdrp = ROOT / "data" / "mdrp"
     a, cities, _, _ = build_day(day, mdrp)
     b, p_cities, _, _ = build_day(planning, mdrp)
-    # The same cities, each replaying another real day, its requests drawn anew.
-    for x, y in zip(cities, p_cities, strict=True):
-        assert (x.size, x.shift_h) == (y.size, y.shift_h) and x.day != y.day
+    # Other cities (sizes, time zones) and requests than the day run.
+    assert [(c.size, c.shift_h) for c in cities] != [(c.size, c.shift_h) for c in p_cities]
     assert len(a) != len(b)
     etr = a.of(0)
     assert len(etr) == int((a.deployment == 0).sum()) and (etr.deployment == 0).all()
     assert np.all(np.diff(etr.t_s) >= 0)
 
 
-def test_a_per_deployment_target_reaches_that_deployment_s_autoscaler_only() -> None:
-    # Two deployments, each a 50 ms call every 100 ms (Busy 0.5 on one replica), two slots.
-    # At the default target 0.6 both keep one replica; at 0.35 for "b" alone, "b" grows.
+def two_deployments_at_busy_half() -> tuple[list, list, SimSettings]:
+    """Two deployments, each a 50 ms call every 100 ms (Busy 0.5 on one replica), two slots."""
     deps = [
         SimDeployment(
             name, "m", 1.0, 10.0, tuple(Slot(name, k + 2 * i, "n", A10, 1, 1.0) for k in range(2))
@@ -113,12 +114,42 @@ def test_a_per_deployment_target_reaches_that_deployment_s_autoscaler_only() -> 
         look_back_s=5.0,
         busy_window_s=5.0,
     )
+    return deps, arrivals, settings
+
+
+def test_a_per_deployment_target_reaches_that_deployment_s_autoscaler_only() -> None:
+    # At the default target 0.6 both keep one replica; at 0.35 for "b" alone, "b" grows.
+    deps, arrivals, settings = two_deployments_at_busy_half()
     policy = Policy("ours", targets=(("b", 0.35),))
     assert policy.target_of("a") == 0.6 and policy.target_of("b") == 0.35
     sim = FleetSim(deps, policy, settings, lambda m, g, w: 50.0, lambda g: 1.0)
     out = sim.run(iter(arrivals), end_s=120.0)
     most = {d: max(counts[d] for _, counts in out.replicas_timeline) for d in "ab"}
     assert most == {"a": 1, "b": 2}
+
+
+def test_a_target_the_autoscaler_would_have_decided_alike_under_is_the_same_run() -> None:
+    # Busy 0.5 all along at target 0.6: at 0.55 every tick wants what it wanted (one replica),
+    # at 0.45 the first tick wants two. The tuner skips the first rerun, never the second.
+    deps, arrivals, settings = two_deployments_at_busy_half()
+
+    def run(target: float):
+        sim = FleetSim(
+            deps, Policy("t", target_busy=target), settings, lambda m, g, w: 50.0, lambda g: 1.0
+        )
+        return sim.run(iter(arrivals), end_s=120.0)
+
+    first = run(0.6)
+    assert same_run_at(first, "a", 0.55) and same_run_at(first, "b", 0.55)
+    assert not same_run_at(first, "a", 0.45)
+    assert not same_run_at(first, "c", 0.6)  # a deployment the run never scaled
+    again, lower = run(0.55), run(0.45)
+    assert (again.latencies, again.cost, again.replicas_timeline) == (
+        first.latencies,
+        first.cost,
+        first.replicas_timeline,
+    )
+    assert lower.replicas_timeline != first.replicas_timeline
 
 
 def test_orml_simulate_tunes_ours_and_the_single_type_baseline_and_reports_every_policy(
@@ -130,7 +161,7 @@ def test_orml_simulate_tunes_ours_and_the_single_type_baseline_and_reports_every
     args = ["simulate", "--cities", "2", "--mdrp", str(ROOT / "data" / "mdrp"), "--json"]
     args += [str(out), "--out", str(tmp_path)]
     args += ["--policies", "ours,serve_default,ffd,best_single_type"]
-    args += ["--set", "tuning.targets=[0.6, 0.35]", "--set", "tuning.planning_days=1"]
+    args += ["--set", "tuning.targets=[0.6, 0.35]", "--set", "tuning.seeds=[0]"]
     args += ["--set", "city_size.scale=2"]  # small cities: the tuning, not the load, is checked
     args += ["--set", "fleet.routing_stats_period_s=5"]  # nor Busy pushed every second
     assert main(args) == 0
