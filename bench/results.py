@@ -149,6 +149,39 @@ def mdrp(data: dict[str, Any]) -> list[Row]:
     return rows
 
 
+def simulate(data: dict[str, Any]) -> list[Row]:
+    """``orml simulate --json``: per day (seed), ours against the best single type and against
+    Serve's defaults on ours's plan, cost of the day and online requests in SLO."""
+    rows = []
+    for day in data.get("days", [data]):
+        pols = day["policies"]
+        ours = pols["ours"]
+        seen = "unseen" if day["unseen"] else "tuned on"
+        head = f"fleet day, seed {day['seed']} ({seen}), {day['cities']} cities: ours"
+        measured = f"${ours['gpu_cost']:.2f} at {ours['online_attainment']:.4f} in SLO"
+        for name, what in (
+            ("best_single_type", "best single type"),
+            ("serve_default", "Serve's defaults, the same plan"),
+        ):
+            if name not in pols:
+                continue
+            other = pols[name]
+            which = f" ({other['note'].removeprefix('single_')})" if other.get("note") else ""
+            saving = 1 - ours["gpu_cost"] / other["gpu_cost"]
+            rows.append(
+                (
+                    head,
+                    measured,
+                    f"${other['gpu_cost']:.2f} at {other['online_attainment']:.4f}",
+                    what + which,
+                    f"{abs(saving):.1%} {'less' if saving > 0 else 'more'}"
+                    if abs(saving) >= 0.0005
+                    else "the same cost",
+                )
+            )
+    return rows
+
+
 def kernels_insertion(data: dict[str, Any]) -> list[Row]:
     rows = []
     for r in data["insertion"]:
@@ -238,6 +271,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], list[Row]]] = {
     "kernels_rounds": kernels_rounds,
     "big_round": big_round,
     "mdrp": mdrp,
+    "simulate": simulate,
     "kernels_insertion": kernels_insertion,
     "first_request": first_request,
     "slow_and_dead": slow_and_dead,

@@ -44,11 +44,25 @@ def table(result: dict[str, Any]) -> str:
         note = f" ({p['note']})" if p.get("note") else ""
         lines.append(
             f"| {n}{note} | {p['gpu_cost']:.0f} | {ratio} | {_hours_by_type(p)} "
-            f"| {p['online_attainment']:.4f} | {p['by_kind']['query']['p99_ms']:.0f} "
-            f"| {p['by_kind']['round']['p99_ms']:.0f} | {p['shed']} "
+            f"| {p['online_attainment']:.4f} | {_ms(p['by_kind']['query']['p99_ms'])} "
+            f"| {_ms(p['by_kind']['round']['p99_ms'])} | {p['shed']} "
             f"| {p['offline_done']:.3f} | {plan} |"
         )
-    return "\n".join(lines)
+    if ours is not None and "best_single_type" in pols:
+        lines.append(why_no_saving(ours, pols["best_single_type"]))
+    return "\n".join(line for line in lines if line)
+
+
+def why_no_saving(ours: dict[str, Any], single: dict[str, Any]) -> str:
+    """A line saying why ours saves nothing against the best single type, where it does not:
+    the tuning chose one type itself (no mix of types priced cheaper on the tuning days)."""
+    types = {c["gpu_type"] for c in ours["plan"].values()}
+    if ours["gpu_cost"] < single["gpu_cost"] or len(types) != 1:
+        return ""
+    return (
+        f"ours is one type ({types.pop()}): on the tuning days no mix of types cost less than "
+        "it at these call costs, so there is no saving to show against a single type"
+    )
 
 
 def sources_line(rows: list[dict[str, str]]) -> str:
@@ -92,6 +106,10 @@ def seeds_table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _ms(x: float) -> str:
+    return f"{x:.0f}" if x >= 10 else f"{x:.2f}"
+
+
 def _hours_by_type(policy: dict[str, Any]) -> str:
     return ", ".join(f"{t} {h:.1f}" for t, h in sorted(policy["gpu_hours_by_type"].items()))
 
@@ -120,6 +138,7 @@ def plot(result: dict[str, Any], path: Path) -> bool:
         ax_cost.step(x, [h["gpu_cost"] for h in hours], where="mid", label=n)
         ax_slo.plot(x, [h["online_attainment"] for h in hours], marker=".", label=n)
     ax_cost.set_ylabel("fleet cost per hour, $")
+    ax_cost.set_ylim(bottom=0)
     ax_cost.set_title(
         f"A fleet day (seed {result['seed']}), {result['cities']} cities: {LABEL}", fontsize=8
     )

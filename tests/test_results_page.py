@@ -20,5 +20,5 @@ def test_every_source_names_its_machine_command_and_an_existing_json():
     import yaml
 
     for source in yaml.safe_load((ROOT / "docs/results/sources.yaml").read_text()):
-        assert source["machine"] and source["command"].startswith(("python ", "bash "))
+        assert source["machine"] and source["command"].startswith(("python ", "bash ", "orml "))
         assert (ROOT / source["json"]).is_file()

@@ -151,7 +151,9 @@ def test_the_day_is_the_same_under_a_seed_and_changes_with_it(tmp_path: Path) ->
     # Two small cities: determinism does not need the fleet's load, nor Busy pushed every
     # simulated second (most of a day's events are those pushes).
     size = scenario.city_size.model_copy(update={"scale": 2.0})
-    fleet = scenario.fleet.model_copy(update={"routing_stats_period_s": 5.0})
+    fleet = scenario.fleet.model_copy(
+        update={"routing_stats_period_s": 5.0, "types": ["A10", "CPU-16core"]}
+    )
     small = scenario.model_copy(
         update={"cities": 2, "failures": [], "tuning": quick, "city_size": size, "fleet": fleet}
     )

@@ -164,8 +164,17 @@ def test_orml_simulate_tunes_ours_and_the_single_type_baseline_and_reports_every
     args += ["--set", "tuning.targets=[0.6, 0.35]", "--set", "tuning.seeds=[0]"]
     args += ["--set", "city_size.scale=2"]  # small cities: the tuning, not the load, is checked
     args += ["--set", "fleet.routing_stats_period_s=5"]  # nor Busy pushed every second
+    args += ["--set", "fleet.types=[A10, H100, CPU-16core]"]  # measured, derived, a CPU node
+    args += ["--seed", "2", "3"]  # two days the tuning (seed 0) never saw, tuned once
     assert main(args) == 0
-    pols = json.loads(out.read_text())["policies"]
+    days = json.loads(out.read_text())["days"]
+    assert [d["seed"] for d in days] == [2, 3] and all(d["unseen"] for d in days)
+    # Which call costs were measured (the H100, 16 host cores) and which derived (the A10).
+    sources = {(c["model"], c["type"]): c["source"] for c in days[0]["call_costs"]}
+    assert sources[("or_solver", "A10")] == "derived"
+    assert sources[("or_solver", "H100")].startswith("measured")
+    assert sources[("or_solver", "CPU-16core")].startswith("measured")
+    pols = days[0]["policies"]
     assert set(pols) >= {"ours", "serve_default", "ffd", "best_single_type"}
     assert pols["ours"]["note"].startswith("tuned on planning days")
     tuned = [n for n in pols if n.startswith("single_") and n.endswith("_tuned")]
@@ -175,4 +184,5 @@ def test_orml_simulate_tunes_ours_and_the_single_type_baseline_and_reports_every
         assert p["gpu_cost"] > 0 and p["gpu_hours"] > 0
         assert 0.0 <= p["online_attainment"] <= 1.0
     assert (tmp_path / "simulate.png").stat().st_size > 10_000
-    assert "SIMULATED" in (tmp_path / "simulate.md").read_text()
+    report = (tmp_path / "simulate.md").read_text()
+    assert "SIMULATED" in report and "| seed | ours $" in report  # the per-seed table
