@@ -4,6 +4,7 @@ router's ranking, the Busy autoscaling decision) and the packer's plans, on a si
 
 No Ray here (an architecture test holds it to that): ``fleet.engine`` is the discrete-event
 core, ``fleet.demand`` turns MDRP days into request streams, ``fleet.day`` runs the policies
-side by side and ``fleet.report`` prints and plots them. Every GPU figure is an estimate of the
-scenario's call-cost model (``fleet/scenario.yaml``), labelled so wherever it is shown.
+side by side and ``fleet.report`` prints and plots them. What a call costs comes from the
+profiles (``fleet.call_costs``): measured where the type was measured, else derived by the
+profiles' scaling rule, and the report says which.
 """
