@@ -78,7 +78,12 @@ class _Child:
             raise _ChildEnded(f"the offline solve process ended ({self.proc.exitcode})")
         self.cancel.clear()
         remaining = abandon.remaining_s()
-        self.conn.send((instance, time_limit_s, seed, None if remaining == math.inf else remaining))
+        try:
+            self.conn.send(
+                (instance, time_limit_s, seed, None if remaining == math.inf else remaining)
+            )
+        except OSError as e:  # died after the check above, before it was reaped
+            raise _ChildEnded(f"the offline solve process ended before its solve: {e!r}") from e
         while not self.conn.poll(POLL_S):
             if abandon.cancelled:
                 self.cancel.set()

@@ -21,12 +21,14 @@ def test_killing_the_offline_children_under_static_solves_fails_nothing(serve_ur
         )
     assert killing["killed"] >= 2
     assert set(tally.statuses) <= {"200", "503"}, tally.statuses
-    assert tally.statuses["200"] >= 1
+    assert tally.statuses["200"] >= 1, (tally.statuses, killing)
+    # The last child killed is replaced by this solve: a fresh interpreter loading the solver,
+    # which a loaded 2-core box took past 30 s once in a full test run.
     after = httpx.post(
         f"{serve_url}/v1/routes/solve",
         json=hostile.solve_body(30, time_limit_s=0.2, seed=999),
-        headers={"x-timeout-ms": "30000"},
-        timeout=60,
+        headers={"x-timeout-ms": "90000"},
+        timeout=120,
     )
     assert after.status_code == 200
     assert httpx.get(f"{serve_url}/readyz", timeout=10).status_code == 200
