@@ -1,7 +1,8 @@
-"""The HTTP edge of one ingress replica, built by it at start (``build_http_app``): FastAPI with
-every route of ``serve_app.http.routes.ROUTES`` bound to the replica's endpoints, one error
-handler for every route, and the middlewares in front of the router (the direct routes, the
-body limit, the request metrics), each handed what it needs: no state at module level.
+"""The HTTP edge of one ingress replica, built by it at start (``build_http_app``): the router
+of ``serve_app.http.routes.ROUTES`` over the replica's endpoints, one error handler for every
+route, and the middlewares in front (the body limit, the request metrics), each handed what it
+needs: no state at module level. Behind the router, FastAPI serves only the documentation
+(its OpenAPI document built from the same table).
 
 Serve serves this app (the ingress's ``__serve_build_asgi_app__``), and so does the replica's
 own listener (``serve_app.http.lean_listener``) where HAProxy's lanes send their requests.
@@ -12,30 +13,28 @@ import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException
 
-from serve_app import kserve_v2, schemas
+from serve_app import kserve_v2
 from serve_app.error_answers import (
-    ERROR_TABLE,
     answer_for,
     detail_for,
     retry_after_header,
     retry_after_s,
 )
 from serve_app.http.body_limit import BodyLimit
-from serve_app.http.direct_routes import DirectRoutes
-from serve_app.http.openapi import document_request_bodies
+from serve_app.http.openapi import route_document
 from serve_app.http.request_metrics import RequestMetrics
-from serve_app.http.routes import ROUTES, app_path, body_endpoint
-from serve_app.pipeline import FieldError, InvalidInput
+from serve_app.http.router import TableRouter
+from serve_app.http.routes import app_path, body_endpoint
 from serve_app.pipeline.context import safe_request_id
 from serve_app.pipeline.errors import ServingError, Unauthenticated
 from serve_app.pipeline.limits import Limits
 
 TITLE = "orml-serve"
+VERSION = "0.1.0"
 DESCRIPTION = "Food-delivery dispatch rounds (OR route planning + ETR model) on Ray Serve."
 
 
@@ -47,8 +46,6 @@ async def error_answer(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         body = {"error": str(exc.detail)} if v2 else {"detail": exc.detail}
         return JSONResponse(body, exc.status_code, exc.headers)
-    if isinstance(exc, RequestValidationError):
-        exc = InvalidInput([FieldError(tuple(e["loc"]), e["msg"], e["type"]) for e in exc.errors()])
     request_id = safe_request_id(request.headers.get("x-request-id")) or uuid.uuid4().hex
     detail = detail_for(exc, request_id)
     content: dict[str, Any] = {"detail": detail}
@@ -72,45 +69,20 @@ def build_http_app(
     endpoints: Any, limits: Limits, default_timeout_s: float | None = None
 ) -> FastAPI:
     """The app of ``endpoints`` (``serve_app.http.endpoints.HttpEndpoints``: a method per
-    route's ``handler``, each taking the ``Request`` where it needs one), refusing bodies over
+    route's ``handler``, each taking the ``Request``), refusing bodies over
     ``limits`` and bodies that have not arrived within the request's deadline
     (``default_timeout_s`` where it sends none; None: no time limit)."""
     # FastAPIOffline: /docs and /redoc load Swagger UI and Redoc from this package's files, not
-    # a CDN, so the docs work on a machine without internet.
-    app = FastAPIOffline(title=TITLE, version="0.1.0", description=DESCRIPTION)
-    for route in ROUTES:
-        # Without a named model FastAPI documents the answer from the method's annotation.
-        answer = (
-            {} if route.response is None else {"response_model": getattr(schemas, route.response)}
-        )
-        app.add_api_route(
-            route.path,
-            getattr(endpoints, route.handler),
-            methods=[route.method],
-            summary=route.summary,
-            include_in_schema=route.public,
-            **answer,
-        )
-    document_request_bodies(
-        app, {r.path: getattr(schemas, r.request) for r in ROUTES if r.request is not None}
-    )
-    # FastAPI registers handlers for its own errors; route them through the table too. Every
-    # error the table answers is handled inside the app (Starlette's ExceptionMiddleware),
-    # where the metrics middleware sees its status; only the unexpected reach the handler for
-    # Exception, which Starlette runs outermost and then re-raises for the server to log with
-    # its traceback.
+    # a CDN, so the docs work on a machine without internet. Its own routes are the docs only.
+    app = FastAPIOffline(title=TITLE, version=VERSION, description=DESCRIPTION)
+    document = route_document(TITLE, VERSION, DESCRIPTION, endpoints)
+    app.openapi = lambda: document  # type: ignore[method-assign]
+    # The router answers its routes' errors itself; these answer the docs app's: its 404 for
+    # a path outside the table, and anything unexpected.
     app.add_exception_handler(Exception, error_answer)
     app.add_exception_handler(HTTPException, error_answer)
-    app.add_exception_handler(RequestValidationError, error_answer)
-    for known in ERROR_TABLE:
-        if issubclass(known, Exception):
-            app.add_exception_handler(known, error_answer)
-    # Innermost first: the direct routes see requests the body limit and the metrics have seen.
-    app.add_middleware(
-        DirectRoutes,
-        routes={(r.method, r.path): getattr(endpoints, r.handler) for r in ROUTES if r.direct},
-        on_error=error_answer,
-    )
+    # Innermost first: the router sees requests the body limit and the metrics have seen.
+    app.add_middleware(TableRouter, endpoints=endpoints, on_error=error_answer)
     app.add_middleware(
         BodyLimit,
         limit=lambda path: limits.body_bytes(body_endpoint(path)),

@@ -1,10 +1,11 @@
-"""The HTTP routes' handlers (``serve_app.http.routes.ROUTES`` names each by its method here):
-each builds its request's context, hands the pipeline a decoder that parses the body only once
-the request is admitted, and encodes the answer. Errors of every route come from one table
+"""The HTTP routes' handlers (``serve_app.http.routes.ROUTES`` names each by its method here;
+the router, ``serve_app.http.router``, calls each with the ``Request``): each builds its
+request's context, hands the pipeline a decoder that parses the body only once the request is
+admitted, and encodes the answer. Errors of every route come from one table
 (``serve_app.error_answers``, through ``serve_app.http.app``).
 
-(No ``from __future__ import annotations`` here: FastAPI reads the handlers' annotations as
-types.)
+(No ``from __future__ import annotations`` here: the OpenAPI document reads the handlers'
+annotations as types.)
 """
 
 from typing import Any
@@ -109,10 +110,10 @@ class HttpEndpoints:
         return codec.encode(request, {**result, "instance": name, "cached": cached})
 
     # ---- health -------------------------------------------------------------------------------
-    async def healthz(self) -> dict[str, str]:
+    async def healthz(self, request: Request) -> dict[str, str]:
         return {"status": "ok"}
 
-    async def readyz(self) -> JSONResponse:
+    async def readyz(self, request: Request) -> JSONResponse:
         """Whether to send traffic here, and why not: each deployment's health, the solver's
         warm-up and the serving ETR versions; no configuration (that is /admin/status)."""
         ready, why = await self.status.readiness()
@@ -120,13 +121,13 @@ class HttpEndpoints:
 
     # ---- the Open Inference Protocol (KServe v2) for the ETR model ---------------------------
     # Errors raise as on every route; under /v2 they answer the protocol's way (app).
-    async def v2_live(self) -> dict[str, bool]:
+    async def v2_live(self, request: Request) -> dict[str, bool]:
         return {"live": True}
 
-    async def v2_server_metadata(self) -> dict[str, Any]:
+    async def v2_server_metadata(self, request: Request) -> dict[str, Any]:
         return kserve_v2.server_metadata(kserve_v2.HTTP_EXTENSIONS)
 
-    async def v2_ready(self) -> JSONResponse:
+    async def v2_ready(self, request: Request) -> JSONResponse:
         ready = await self.status.ready()
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
 

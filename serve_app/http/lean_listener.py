@@ -6,7 +6,7 @@ A request through Serve's direct ingress pays the replica's wrapper before our a
 accounting): Serve's no-op route tops out below what the same FastAPI app with our
 middlewares and the whole ``/v1/etr`` pipeline answers served by a bare uvicorn
 (``bench/peer_triton.py``, ``bench/flame.py``). So each
-Ingress replica also serves ``api`` (FastAPI, our middlewares, the direct routes: one app,
+Ingress replica also serves its app (the router, our middlewares: the same app Serve serves,
 one pipeline) on a listener of its own, on the replica's event loop, and HAProxy sends the
 admission lanes' paths there (``ops.haproxy_config``); every other path, and every request
 while the listener is not registered, still takes Serve's.

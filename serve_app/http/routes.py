@@ -1,9 +1,9 @@
-"""The HTTP API's one route table (``ROUTES``), and what the middleware in front of FastAPI's
-router reads from it: which endpoint a request is for (its body limit, its API key), its
-admission lane, and the label its metrics carry.
+"""The HTTP API's one route table (``ROUTES``), and what the edge reads from it: which route a
+path is and its parameters (the router, ``serve_app.http.router``), which endpoint a request is
+for (its body limit, its API key), its admission lane, and the label its metrics carry.
 
-``serve_app.http.app`` registers every route of the table on the ingress replica's app; the
-middlewares, HAProxy's lanes (``ops.haproxy_config``) and the docs read the same table.
+The router answers every route of the table; the middlewares, HAProxy's lanes
+(``ops.haproxy_config``), the OpenAPI document and the docs read the same table.
 
 Labels are route templates only (a path the app serves, or ``"unmatched"``), so a caller
 cannot create a new metric series per distinct path it sends.
@@ -18,13 +18,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class HttpRoute:
-    """One route. handler : the name of the ``HttpEndpoints`` method that answers it; endpoint : the
-    endpoint whose body limit and API key apply to its body (None: no body); lane : the
-    admission lane the pipeline takes it through (HAProxy sheds it in front when set);
-    direct : called past FastAPI's router (``serve_app.http.direct_routes``); request, response :
-    the names of its body's and its answer's models in ``serve_app.schemas`` (the endpoints
-    read their bodies themselves: the request model documents them); public : in the OpenAPI
-    document."""
+    """One route (one per path). handler : the name of the ``HttpEndpoints`` method that answers
+    it; endpoint : the endpoint whose body limit and API key apply to its body (None: no body);
+    lane : the admission lane the pipeline takes it through (HAProxy sheds it in front when
+    set); request, response : the names of its body's and its answer's models in
+    ``serve_app.schemas`` (the endpoints read their bodies themselves: the request model
+    documents them); public : in the OpenAPI document."""
 
     method: str
     path: str
@@ -32,7 +31,6 @@ class HttpRoute:
     summary: str
     endpoint: str | None = None
     lane: str | None = None
-    direct: bool = False
     request: str | None = None
     response: str | None = None
     public: bool = True
@@ -46,7 +44,6 @@ ROUTES: tuple[HttpRoute, ...] = (
         "Plan a dispatch round",
         endpoint="dispatch",
         lane="dispatch",
-        direct=True,
         request="DispatchRequest",
         response="DispatchResponse",
     ),
@@ -57,7 +54,6 @@ ROUTES: tuple[HttpRoute, ...] = (
         "Predict delivery minutes",
         endpoint="etr",
         lane="etr",
-        direct=True,
         request="EtrRequest",
         response="EtrResponse",
     ),
@@ -122,25 +118,50 @@ LANE_OF_PATH = {r.path: r.lane for r in ROUTES if r.lane is not None}
 #: Paths served besides the table's: FastAPI's documentation.
 DOC_PATHS = frozenset({"/docs", "/redoc", "/openapi.json"})
 UNMATCHED = "unmatched"
-_EXACT = {r.path: r for r in ROUTES if "{" not in r.path}
-#: Routes whose path has parameters, in the table's order (FastAPI's order of matching).
-_TEMPLATES = [
-    (re.compile("^" + re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(r.path)) + "$"), r)
-    for r in ROUTES
-    if "{" in r.path
-]
+
+
+def _pattern(template: str) -> re.Pattern[str]:
+    """``/v2/models/{model}`` -> a pattern whose named groups are the path's parameters (a
+    parameter is one path segment)."""
+    return re.compile(
+        "^" + re.sub(r"\\\{([a-z_]+)\\\}", r"(?P<\1>[^/]+)", re.escape(template)) + "$"
+    )
+
+
+def _unique_paths(routes: tuple[HttpRoute, ...]) -> dict[str, HttpRoute]:
+    # A path is one route: its method decides 405 (``serve_app.http.router``).
+    by_path: dict[str, HttpRoute] = {}
+    for route in routes:
+        if route.path in by_path:
+            raise ValueError(f"two routes for {route.path}: one route per path")
+        by_path[route.path] = route
+    return by_path
+
+
+_EXACT = {path: r for path, r in _unique_paths(ROUTES).items() if "{" not in path}
+#: Routes whose path has parameters, in the table's order (its order of matching: exact
+#: paths first, so ``/v2/models/stats`` is not a model named "stats").
+_TEMPLATES = [(_pattern(r.path), r) for r in ROUTES if "{" in r.path]
+
+
+def resolve_path(path: str) -> tuple[HttpRoute, dict[str, str]] | None:
+    """The route of a path below the application's prefix and its parameters by name, or
+    None (any method: the caller decides what a method the route does not take is)."""
+    route = _EXACT.get(path)
+    if route is not None:
+        return route, {}
+    for pattern, route in _TEMPLATES:
+        found = pattern.match(path)
+        if found is not None:
+            return route, found.groupdict()
+    return None
 
 
 def match_route(path: str) -> HttpRoute | None:
-    """The route of a path below the application's prefix, or None (any method: the body
-    limit and the labels are per path)."""
-    route = _EXACT.get(path)
-    if route is not None:
-        return route
-    for pattern, route in _TEMPLATES:
-        if pattern.match(path):
-            return route
-    return None
+    """The route of a path below the application's prefix, or None (the body limit and the
+    labels are per path)."""
+    found = resolve_path(path)
+    return None if found is None else found[0]
 
 
 def body_endpoint(path: str) -> str:
