@@ -2,11 +2,9 @@
 classes every queue serves them by (no imports of ours)."""
 
 from domain.geo import EARTH_RADIUS_M, LatLng, LocalProjection, haversine_m
+from domain.rules import MAX_CLOCK_SPAN_S, MIN_BOX_UNITS, MIN_SPEED_MPS
 from domain.traffic import TrafficClass
 from domain.types import (
-    MAX_CLOCK_SPAN_S,
-    MIN_BOX_UNITS,
-    MIN_SPEED_MPS,
     Assignment,
     CostBreakdown,
     DispatchPlan,

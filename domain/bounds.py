@@ -1,11 +1,12 @@
 """The bounds a served dispatch round's inputs must keep, stated once.
 
-The domain types check what the kernels need to compute at all (finite numbers, sizes of at
-least ``MIN_BOX_UNITS``, times within ``MAX_CLOCK_SPAN_S`` of the round's now); these are the
-ranges the API accepts on top, so that every accepted value is a meaningful one and a request's
-cost stays bounded. Both request decoders (``serve_app.schemas``' models and
-``serve_app.round_decoder``'s wire Structs), the MDRP replay and the API reference read them
-here; defaults come from the domain types' own fields (``defaults``).
+The domain's rules (``domain.rules``) are what the kernels need to compute at all (finite
+numbers, sizes of at least ``MIN_BOX_UNITS``, times within ``MAX_CLOCK_SPAN_S`` of the round's
+now); these are the ranges the API accepts on top, so that every accepted value is a
+meaningful one and a request's cost stays bounded. Both request decoders
+(``serve_app.schemas``' models and ``serve_app.round_decoder``'s wire Structs), the MDRP
+replay and the API reference read them here; defaults come from the domain types' own fields
+(``defaults``).
 
 Each range is ``(lowest, highest)``, both included.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from domain.types import MIN_BOX_UNITS, MIN_SPEED_MPS
+from domain.rules import MIN_BOX_UNITS, MIN_SPEED_MPS
 
 #: An id's length in characters.
 ID_LENGTH = (1, 128)

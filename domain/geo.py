@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from domain.rules import POSITION
+
+_LAT, _LNG = POSITION["lat"], POSITION["lng"]
 EARTH_RADIUS_M = 6_371_008.8
 """Mean Earth radius (IUGG), metres."""
 
@@ -31,12 +34,10 @@ class LatLng:
     lng: float
 
     def __post_init__(self) -> None:
-        if -90.0 <= self.lat <= 90.0 and -180.0 <= self.lng <= 180.0:
-            return  # NaN and infinities fail these comparisons: the checks below name them
-        if not (math.isfinite(self.lat) and -90.0 <= self.lat <= 90.0):
-            raise ValueError(f"lat must be a finite number in [-90, 90], got {self.lat!r}")
-        if not (math.isfinite(self.lng) and -180.0 <= self.lng <= 180.0):
-            raise ValueError(f"lng must be a finite number in [-180, 180], got {self.lng!r}")
+        if _LAT.holds(self.lat) and _LNG.holds(self.lng):
+            return  # one test for a valid position (a round builds thousands)
+        _LAT.check("lat", self.lat)
+        _LNG.check("lng", self.lng)
 
 
 def haversine_m(a: LatLng, b: LatLng) -> float:

@@ -13,30 +13,25 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from math import isfinite
+from operator import attrgetter
+from operator import call as _call
 from typing import Any
 
 from domain.geo import LatLng
+from domain.rules import (
+    CLOCK_FIELDS,
+    FINITE,
+    LATE_WEIGHT,
+    LOAD_TOLERANCE,
+    MAX_CLOCK_SPAN_S,
+    ORDER,
+    RIDER,
+    clock_span,
+)
 
-#: The least size or capacity a round takes, in box units: the kernels sum loads in float32,
-#: where a size of 1e-300 is 0 (an order that takes no room) and a capacity of 5e-324 holds
-#: nothing, so such numbers would be accepted and silently mean something else.
-MIN_BOX_UNITS = 1e-3
-#: How far from a round's ``now`` its times may lie, seconds: the kernels keep times as float32
-#: seconds since ``now``, exact to well under a second within this span (a week), and a plan
-#: priced further out would disagree with itself (a cost and the plan's total apart).
-MAX_CLOCK_SPAN_S = 7 * 86_400.0
-
-
-def _finite(name: str, value: float) -> None:
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-
-
-def _non_negative(name: str, value: float) -> None:
-    _finite(name, value)
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value!r}")
+_ORDER_RULES = tuple(ORDER.items())
+_ORDER_HOLDS = tuple(rule.holds for rule in ORDER.values())
+_ORDER_NUMBERS = attrgetter(*ORDER)
 
 
 class StopKind(StrEnum):
@@ -68,23 +63,13 @@ class Order:
     item_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        c, p, s = self.created_at, self.promised_at, self.size
-        ps, ds = self.pickup_service_s, self.dropoff_service_s
         # One test for a valid order (a served round builds hundreds); the checks below run
         # only to say what is wrong.
         if (
             self.id
-            and isfinite(c)
-            and isfinite(self.ready_at)
-            and isfinite(p)
-            and c <= p
-            and isfinite(s)
-            and s >= MIN_BOX_UNITS
+            and all(map(_call, _ORDER_HOLDS, _ORDER_NUMBERS(self)))
+            and self.created_at <= self.promised_at
             and self.items >= 0
-            and isfinite(ps)
-            and ps >= 0
-            and isfinite(ds)
-            and ds >= 0
             and (not self.item_counts or min(self.item_counts) >= 0)
         ):
             return
@@ -92,19 +77,13 @@ class Order:
             raise ValueError("order id must be a non-empty string")
         if any(c < 0 for c in self.item_counts):
             raise ValueError("item_counts must be >= 0")
-        for name in ("created_at", "ready_at", "promised_at"):
-            _finite(name, getattr(self, name))
-        if self.promised_at < self.created_at:
-            raise ValueError(
-                f"promised_at ({self.promised_at}) is before created_at ({self.created_at})"
-            )
-        _finite("size", self.size)
-        if self.size < MIN_BOX_UNITS:
-            raise ValueError(f"size must be >= {MIN_BOX_UNITS}, got {self.size!r}")
         if self.items < 0:
             raise ValueError(f"items must be >= 0, got {self.items!r}")
-        _non_negative("pickup_service_s", self.pickup_service_s)
-        _non_negative("dropoff_service_s", self.dropoff_service_s)
+        for name, rule in _ORDER_RULES:
+            rule.check(name, getattr(self, name))
+        raise ValueError(
+            f"promised_at ({self.promised_at}) is before created_at ({self.created_at})"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,11 +160,6 @@ class RouteTable(Mapping[str, "Route"]):
         return RouteTable, (self._rider_ids, self._starts, self._order_ids, self._pickup)
 
 
-MIN_SPEED_MPS = 0.1  # a courier slower than 10 cm/s is a data error, not a courier
-#: How far a rider's picked-up load may pass its capacity, box units (sums of sizes round).
-LOAD_TOLERANCE = 1e-9
-
-
 @dataclass(frozen=True, slots=True)
 class Rider:
     """A courier with a current position and the route it is committed to.
@@ -210,18 +184,10 @@ class Rider:
     def __post_init__(self) -> None:
         if not self.id:
             raise ValueError("rider id must be a non-empty string")
-        _finite("speed_mps", self.speed_mps)
-        if self.speed_mps < MIN_SPEED_MPS:
-            raise ValueError(
-                f"rider {self.id}: speed_mps must be >= {MIN_SPEED_MPS}, got {self.speed_mps!r}"
-            )
-        _finite("capacity", self.capacity)
-        if self.capacity < MIN_BOX_UNITS:
-            raise ValueError(
-                f"rider {self.id}: capacity must be >= {MIN_BOX_UNITS}, got {self.capacity!r}"
-            )
+        RIDER["speed_mps"].check(f"rider {self.id}: speed_mps", self.speed_mps)
+        RIDER["capacity"].check(f"rider {self.id}: capacity", self.capacity)
         if self.available_at is not None:
-            _finite("available_at", self.available_at)
+            RIDER["available_at"].check(f"rider {self.id}: available_at", self.available_at)
         self._check_route()
 
     def _check_route(self) -> None:
@@ -289,7 +255,7 @@ class DispatchWeights:
     max_route_stops: int | None = None
 
     def __post_init__(self) -> None:
-        _non_negative("late_weight", self.late_weight)
+        LATE_WEIGHT.check("late_weight", self.late_weight)
         if math.isnan(self.max_lateness_s) or self.max_lateness_s < 0:
             raise ValueError(f"max_lateness_s must be >= 0, got {self.max_lateness_s!r}")
         if self.max_orders_per_rider < 1:
@@ -312,7 +278,7 @@ class DispatchRound:
     weights: DispatchWeights = DispatchWeights()
 
     def __post_init__(self) -> None:
-        _finite("now", self.now)
+        FINITE.check("now", self.now)
         rider_ids = [r.id for r in self.riders]
         if len(set(rider_ids)) != len(rider_ids):
             raise ValueError("rider ids must be unique within a round")
@@ -331,22 +297,23 @@ class DispatchRound:
     def _check_clock(self) -> None:
         """Every time of the round within ``MAX_CLOCK_SPAN_S`` of ``now`` (ValueError naming
         the first that is not)."""
-        lo, hi = self.now - MAX_CLOCK_SPAN_S, self.now + MAX_CLOCK_SPAN_S
+        span = clock_span(self.now)
         every = (*self.orders, *(o for r in self.riders for o in r.orders))
         times = [t for o in every for t in (o.created_at, o.ready_at, o.promised_at)]
         times += [r.available_at for r in self.riders if r.available_at is not None]
-        if not times or (lo <= min(times) and max(times) <= hi):
+        # The types' own checks made every time finite: the extremes decide.
+        if not times or (span.holds(min(times)) and span.holds(max(times))):
             return
         for o in every:  # only to say which one
-            for name in ("created_at", "ready_at", "promised_at"):
+            for name in CLOCK_FIELDS[:3]:
                 t = getattr(o, name)
-                if not lo <= t <= hi:
+                if not span.holds(t):
                     raise ValueError(
                         f"order {o.id}: {name} {t!r} is more than {MAX_CLOCK_SPAN_S:.0f} s "
                         f"from the round's now ({self.now!r})"
                     )
         for r in self.riders:
-            if r.available_at is not None and not lo <= r.available_at <= hi:
+            if r.available_at is not None and not span.holds(r.available_at):
                 raise ValueError(
                     f"rider {r.id}: available_at {r.available_at!r} is more than "
                     f"{MAX_CLOCK_SPAN_S:.0f} s from the round's now ({self.now!r})"

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from domain import StopKind
-from domain.types import LOAD_TOLERANCE, MAX_CLOCK_SPAN_S, MIN_BOX_UNITS, MIN_SPEED_MPS
+from domain.rules import FINITE, LOAD_TOLERANCE, ORDER, POSITION, RIDER, clock_span
 
 #: The columns of ``RiderColumns.head``.
 HEAD_FIELDS = ("lat", "lng", "speed_mps", "capacity", "available_at")
@@ -55,6 +55,17 @@ LAT, LNG, SPEED, CAPACITY, AVAILABLE = range(len(HEAD_FIELDS))
     DROPOFF_SERVICE,
     SIZE,
 ) = range(len(CARRIED_FIELDS))
+#: Each column's rule in ``domain.rules`` (by the field it holds: a rider's, an order's, or a
+#: position's coordinate), as (column, rule).
+_HEAD_RULES = tuple(
+    (i, POSITION[name] if name in POSITION else RIDER[name])
+    for i, name in enumerate(HEAD_FIELDS)
+    if name != "available_at"
+)
+_CARRIED_RULES = tuple(
+    (i, POSITION[name.split("_")[1]] if name.endswith(("_lat", "_lng")) else ORDER[name])
+    for i, name in enumerate(CARRIED_FIELDS)
+)
 #: ``obeys_domain_rules`` passes a picked-up load only this far (relative) under the
 #: capacity: summed in another order than ``Rider.onboard_load`` sums it, the load may differ
 #: from that one by a few units in the last place per order.
@@ -182,12 +193,6 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
     )
 
 
-def _in_range(values: np.ndarray, lo: float, hi: float) -> bool:
-    """Every value finite and within [lo, hi] (the domain's numbers are all finite: an
-    unbounded ``hi`` does not admit infinity, and NaN is in no range)."""
-    return bool((np.isfinite(values) & (values >= lo) & (values <= hi)).all())
-
-
 def _unique(ids: Iterable[str], n: int) -> bool:
     return len(set(ids)) == n
 
@@ -203,7 +208,7 @@ def obeys_domain_rules(
     ``items`` and ``item_counts`` (not kept; the request's bounds keep them >= 0)."""
     n_riders, n_carried = len(cols.ids), len(cols.carried_ids)
     head, c = cols.head, cols.carried
-    if not math.isfinite(now) or not (all(cols.ids) and all(cols.carried_ids)):
+    if not FINITE.holds(now) or not (all(cols.ids) and all(cols.carried_ids)):
         return False
     if not (_unique(cols.ids, n_riders) and _unique(new_ids, len(new_ids))):
         return False
@@ -212,23 +217,19 @@ def obeys_domain_rules(
     if len(carried) != n_carried or not carried.isdisjoint(new_ids):
         return False
     available, given = head[:, AVAILABLE], cols.available_given
+    # The rules of domain.rules, each over its whole column (available_at below: NaN where
+    # none is given).
     numbers = (
-        _in_range(head[:, LAT], -90.0, 90.0)
-        and _in_range(head[:, LNG], -180.0, 180.0)
-        and _in_range(head[:, SPEED], MIN_SPEED_MPS, math.inf)
-        and _in_range(head[:, CAPACITY], MIN_BOX_UNITS, math.inf)
-        and _in_range(c[:, [PICKUP_LAT, DROPOFF_LAT]], -90.0, 90.0)
-        and _in_range(c[:, [PICKUP_LNG, DROPOFF_LNG]], -180.0, 180.0)
-        and _in_range(c[:, [PICKUP_SERVICE, DROPOFF_SERVICE]], 0.0, math.inf)
-        and _in_range(c[:, SIZE], MIN_BOX_UNITS, math.inf)
+        all(rule.holds_all(head[:, i]) for i, rule in _HEAD_RULES)
+        and all(rule.holds_all(c[:, i]) for i, rule in _CARRIED_RULES)
         and bool((c[:, CREATED] <= c[:, PROMISED]).all())
     )
     # Every time within the span of now (which also makes each one finite).
-    lo, hi = now - MAX_CLOCK_SPAN_S, now + MAX_CLOCK_SPAN_S
+    span = clock_span(now)
     clock = (
-        _in_range(c[:, [CREATED, READY, PROMISED]], lo, hi)
-        and _in_range(np.asarray(new_times, np.float64), lo, hi)
-        and _in_range(available[given], lo, hi)
+        span.holds_all(c[:, [CREATED, READY, PROMISED]])
+        and span.holds_all(np.asarray(new_times, np.float64))
+        and span.holds_all(available[given])
     )
     if not (numbers and clock):
         return False

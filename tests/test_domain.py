@@ -170,3 +170,22 @@ def test_a_route_table_is_the_dict_of_its_routes_and_builds_them_when_asked():
         table["r3"]
     with pytest.raises(ValueError, match="offset"):
         RouteTable(["r1"], [0], [], [])
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "holds"),
+    [
+        ("capacity", 1e-3, True),
+        ("capacity", 1e-4, False),
+        ("capacity", math.inf, False),
+        ("capacity", math.nan, False),
+        ("speed_mps", 50.0, True),
+        ("available_at", -math.inf, False),
+    ],
+)
+def test_a_rule_holds_for_one_value_as_for_a_column(rule, value, holds):
+
+    from domain.rules import RIDER
+
+    assert RIDER[rule].holds(value) is holds
+    assert RIDER[rule].holds_all(np.array([1.0, value])) is (holds and RIDER[rule].holds(1.0))

@@ -63,18 +63,12 @@ def _value(v: Any) -> Any:
 
 
 def dispatch_response(d: dict[str, Any]) -> pb.DispatchResponse:
-    """From ``serve_app.schemas.plan_to_dict``'s dict."""
-    return pb.DispatchResponse(
-        assignments=[pb.Assignment(**a) for a in d["assignments"]],
-        routes={
-            rid: pb.RouteStops(stops=[pb.Stop(**s) for s in st]) for rid, st in d["routes"].items()
-        },
-        arrivals={
-            oid: pb.Arrival(planned_s=a["planned_s"], etr_s=a["etr_s"])
-            if a["etr_s"] is not None
-            else pb.Arrival(planned_s=a["planned_s"])
-            for oid, a in d["arrivals"].items()
-        },
+    """From ``serve_app.schemas.plan_to_dict``'s dict.
+
+    Filled in place (``add``, map entries), not from keyword lists of built sub-messages: at
+    5000 x 2000 (2,000 assignments, 13,000 stops, 7,000 arrivals) that is 16 ms instead of
+    45 (``bench/big_round.py``'s gRPC figure)."""
+    resp = pb.DispatchResponse(
         cost=pb.Cost(**d["cost"]),
         unassigned=[pb.Unassigned(**u) for u in d["unassigned"]],
         backend=d["backend"],
@@ -82,6 +76,21 @@ def dispatch_response(d: dict[str, Any]) -> pb.DispatchResponse:
         model_version=d["model_version"] or "",
         timings_ms=d["timings_ms"],
     )
+    assign = resp.assignments.add
+    for a in d["assignments"]:
+        assign(order_id=a["order_id"], rider_id=a["rider_id"], cost=a["cost"])
+    routes = resp.routes
+    for rider_id, stops in d["routes"].items():
+        stop = routes[rider_id].stops.add
+        for s in stops:
+            stop(order_id=s["order_id"], kind=s["kind"])
+    arrivals = resp.arrivals
+    for order_id, a in d["arrivals"].items():
+        arrival = arrivals[order_id]
+        arrival.planned_s = a["planned_s"]
+        if a["etr_s"] is not None:
+            arrival.etr_s = a["etr_s"]
+    return resp
 
 
 def solve_response(d: dict[str, Any]) -> pb.SolveResponse:

@@ -276,3 +276,17 @@ def test_random_edits_never_pass_the_columns_where_the_domain_refuses(edits):
             setattr(obj, name, ROUND.now if value is None else value)
     if columns_accept(ROUND.now, riders):
         assert domain_accepts(ROUND.now, riders)
+
+
+def test_every_number_rule_of_the_domain_binds_its_column():
+    """The rules of ``domain.rules`` are read by the columns' check by field name: a rule for a
+    field the columns keep cannot be left out of it."""
+    from domain import rules
+    from planner import rider_columns as rc
+
+    head = {rc.HEAD_FIELDS[i] for i, _ in rc._HEAD_RULES}
+    assert head | {"available_at"} == set(rc.HEAD_FIELDS)  # available_at: the clock span
+    assert set(rules.RIDER) <= set(rc.HEAD_FIELDS)
+    assert set(rules.POSITION) <= head
+    assert set(rules.ORDER) <= set(rc.CARRIED_FIELDS)
+    assert len(rc._CARRIED_RULES) == len(rc.CARRIED_FIELDS)
