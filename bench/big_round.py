@@ -12,7 +12,8 @@ the same plan as served (the ETR model's minutes from the same ONNX model in thi
 features and inference timed, then the round priced with them: the work the app does, less
 its edge), and the plain round without ETR (the baseline of the runs before 2026-11-25, which
 did less work than the app: no model, no ETR re-pricing). Reports the medians, the ratios, and
-the served round's stages (``timings_ms``: decode, ETR, pack, the solver hop, unpack). Then,
+the served round's stages over each protocol (``timings_ms``: decode, ETR, pack, the solver
+hop, unpack; and the time outside the pipeline: transport, framing, the answer's encoding). Then,
 in this process, the request to arrays each way the edge reads a round: for JSON the fast
 path (``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic
 validation, domain types, ``pack_round``); for protobuf the reader (``round_message``: the
@@ -96,11 +97,11 @@ def main() -> None:
                 t0 = time.perf_counter()
                 raw = grpc_dispatch(message, metadata=metadata, timeout=180)
                 over_grpc = time.perf_counter() - t0
-                grpc_plan = {
-                    a.order_id: a.rider_id for a in pb.DispatchResponse.FromString(raw).assignments
-                }
+                grpc_answer = pb.DispatchResponse.FromString(raw)
+                grpc_plan = {a.order_id: a.rider_id for a in grpc_answer.assignments}
                 answer = got.json()
                 stages = answer["timings_ms"]
+                grpc_stages = dict(grpc_answer.timings_ms)
                 served_plan = {a["order_id"]: a["rider_id"] for a in answer["assignments"]}
                 rows.append(
                     {
@@ -111,6 +112,10 @@ def main() -> None:
                         "grpc_s": over_grpc,
                         "same_plan": served_plan == in_process_plan == grpc_plan,
                         **stages,
+                        # Outside the pipeline: the transport, the edge's framing, encoding.
+                        "edge_ms": over_http * 1e3 - stages["total_ms"],
+                        **{f"grpc_{k}": v for k, v in grpc_stages.items()},
+                        "grpc_edge_ms": over_grpc * 1e3 - grpc_stages["total_ms"],
                     }
                 )
                 log(
@@ -137,13 +142,13 @@ def main() -> None:
         f"{med['http_s']:.2f} | {ratio:.2f}x | {med['grpc_s']:.2f} | {ratio_grpc:.2f}x | "
         f"{med['in_process_no_etr_s']:.2f} | {ratio_no_etr:.2f}x |"
     )
-    print(
-        "\nserved stages (median ms): "
-        + ", ".join(
-            f"{k.removesuffix('_ms')} {med[k]:.0f}"
-            for k in ("decode_ms", "etr_ms", "pack_ms", "solve_ms", "unpack_ms", "total_ms")
+    stage_names = ("decode_ms", "etr_ms", "pack_ms", "solve_ms", "unpack_ms", "total_ms")
+    for protocol, prefix in (("HTTP", ""), ("gRPC", "grpc_")):
+        print(
+            f"\nserved stages over {protocol} (median ms): "
+            + ", ".join(f"{k.removesuffix('_ms')} {med[prefix + k]:.0f}" for k in stage_names)
+            + f"; outside the pipeline {med[prefix + 'edge_ms']:.0f}"
         )
-    )
     print(
         f"\n| {riders} x {orders}: request to arrays, in process (median ms) | fast path |"
         " the model's path | ratio |\n|---|---|---|---|"
