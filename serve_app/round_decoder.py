@@ -110,7 +110,7 @@ class RoundDecoder:
 
     def __init__(self, limits: Limits) -> None:
         model = RequestModels.for_limits(limits).dispatch
-        self._model = model
+        self._model, self._limits = model, limits
         self._wire = msgspec.json.Decoder(model_struct(model))
 
     @staticmethod
@@ -139,12 +139,12 @@ class RoundDecoder:
         return self._wire_round(got, partial(self._by_model, body))
 
     def from_message(self, data: bytes, by_model: Callable[[], RoundSource]) -> RoundSource | None:
-        """The round as a ``RoundSource`` from a serialized gRPC ``DispatchRequest`` (its
-        lists already within the limits: ``grpc_api.wire.check_counts``), read straight into
-        columns by ``grpc_api.round_message`` under the same rules as ``decode``; None where
+        """The round as a ``RoundSource`` from a serialized gRPC ``DispatchRequest``, read
+        straight into columns by ``grpc_api.round_message`` under the same rules as ``decode``
+        (its lists counted in the bytes and held to the limits first: TooLarge); None where
         they do not take it whole. by_model : the model's reading of the same request (its
         errors are the answer)."""
-        got = round_message.read_round(data, self._model)
+        got = round_message.read_round(data, self._model, self._limits)
         if got is None:
             return None
         riders = got.riders

@@ -160,9 +160,10 @@ def _count_order(buf, pos, end):
 
 @njit(cache=True, nogil=True)
 def count(buf):
-    """int64[7]: riders, stops, carried orders, picked-up names, new orders, item counts,
-    status (``OK`` or ``BAD``)."""
-    out = np.zeros(7, np.int64)
+    """int64[10]: riders, stops, carried orders, picked-up names, new orders, item counts,
+    status (``OK`` or ``BAD``), and the most stops, carried orders and picked-up names one
+    rider has (what the limits bound per rider)."""
+    out = np.zeros(10, np.int64)
     end = len(buf)
     pos = 0
     while pos < end:
@@ -174,6 +175,9 @@ def count(buf):
             continue
         if number == 2:
             out[0] += 1
+            stops = 0
+            carried = 0
+            picked = 0
             inner = start
             while inner < stop:
                 n2, w2, s2, e2, inner = _field(buf, inner, stop)
@@ -183,16 +187,22 @@ def count(buf):
                 if w2 != _LEN:
                     continue
                 if n2 == 5:
-                    out[1] += 1
+                    stops += 1
                 elif n2 == 6:
-                    out[2] += 1
+                    carried += 1
                     got = _count_order(buf, s2, e2)
                     if got < 0:
                         out[6] = BAD
                         return out
                     out[5] += got
                 elif n2 == 7:
-                    out[3] += 1
+                    picked += 1
+            out[1] += stops
+            out[2] += carried
+            out[3] += picked
+            out[7] = max(out[7], stops)
+            out[8] = max(out[8], carried)
+            out[9] = max(out[9], picked)
         elif number == 3:
             out[4] += 1
             got = _count_order(buf, start, stop)

@@ -39,6 +39,8 @@ from kernels.compiled import cached_on_disk
 from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
+from serve_app.pipeline.errors import TooLarge
+from serve_app.pipeline.limits import Limits
 
 log = logging.getLogger(__name__)
 _loaded = threading.Event()
@@ -180,15 +182,28 @@ def _has_all(present: np.ndarray, required: int) -> bool:
     return bool(((present & required) == required).all())
 
 
-def read_round(data: bytes, model: type[BaseModel]) -> RoundMessage | None:
-    """The round in ``data`` (a serialized ``DispatchRequest`` whose list lengths the limits
-    already passed) under ``model``'s rules, or None where it does not take the message
-    whole. The domain's rules are the caller's (``obeys_domain_rules``), as for JSON."""
+def read_round(data: bytes, model: type[BaseModel], limits: Limits) -> RoundMessage | None:
+    """The round in ``data`` (a serialized ``DispatchRequest``) under ``model``'s rules, or
+    None where it does not take the message whole. Its lists are counted first, in one
+    compiled pass over the bytes, and held to ``limits`` before anything is built (TooLarge
+    naming the list, as ``wire.check_counts`` does for the parser's path). The domain's rules
+    are the caller's (``obeys_domain_rules``), as for JSON."""
     rules = _rules(model)
     buf = np.frombuffer(data, np.uint8)
-    n_riders, n_stops, n_carried, n_picked, n_new, n_counts, status = jit.count(buf).tolist()
+    counted = jit.count(buf).tolist()
+    n_riders, n_stops, n_carried, n_picked, n_new, n_counts, status = counted[:7]
     if status != jit.OK:
         return None
+    most_stops, most_carried, most_picked = counted[7:]
+    for name, got, limit in (
+        ("riders", n_riders, limits.max_riders),
+        ("orders", n_new, limits.max_orders),
+        ("route stops", most_stops, limits.max_route_stops),
+        ("orders on a route", most_carried, limits.max_route_stops),
+        ("picked-up orders", most_picked, limits.max_route_stops),
+    ):
+        if got > limit:
+            raise TooLarge(name, got, limit)
     n_orders = n_carried + n_new
     top = np.full(9, math.nan)
     rider_span = np.zeros((n_riders, 2), np.int64)
@@ -380,7 +395,7 @@ def warm_up() -> None:
         picked_up=["a"],
     )
     message = pb.DispatchRequest(now=1.0, riders=[rider], orders=[order("b")])
-    if read_round(message.SerializeToString(), DispatchRequest) is None:
+    if read_round(message.SerializeToString(), DispatchRequest, Limits()) is None:
         raise RuntimeError("the round reader refused its own warm-up round")
     _loaded.set()
 

@@ -245,7 +245,8 @@ class GrpcEndpoints:
 
         if not round_message.ready():
             return by_model()
-        data = self._bytes(request, "dispatch")
+        # The reader counts the lists itself (compiled): the bytes' limit is all to check here.
+        data = self._sized(request, "dispatch")
         decoder = RoundDecoder.for_limits(self.limits)
         return decoder.from_message(data, by_model) or by_model()
 
@@ -259,13 +260,18 @@ class GrpcEndpoints:
         except ValidationError as exc:
             raise invalid_input(exc, prefix=()) from None
 
-    def _bytes(self, request: RawRequest | Message, endpoint: str) -> bytes:
-        """The request's bytes within the endpoint's byte limit and its lists within theirs
-        (counted on the wire before anything is parsed, ``wire.check_counts``)."""
+    def _sized(self, request: RawRequest | Message, endpoint: str) -> bytes:
+        """The request's bytes, within the endpoint's byte limit."""
         data = request.data if isinstance(request, RawRequest) else request.SerializeToString()
         limit = self.limits.body_bytes(endpoint)
         if len(data) > limit:
             raise TooLarge("message bytes", len(data), limit)
+        return data
+
+    def _bytes(self, request: RawRequest | Message, endpoint: str) -> bytes:
+        """The request's bytes within the endpoint's byte limit and its lists within theirs
+        (counted on the wire before anything is parsed, ``wire.check_counts``)."""
+        data = self._sized(request, endpoint)
         wire.check_counts(data, endpoint, self.limits)
         return data
 

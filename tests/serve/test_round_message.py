@@ -26,7 +26,7 @@ from serve_app.grpc_api.round_message import read_round
 from serve_app.pipeline.errors import InvalidInput
 from serve_app.schemas import DispatchRequest, round_fields
 
-from .test_round_decoder import DECODER, MODELS, base_body, reading
+from .test_round_decoder import DECODER, LIMITS, MODELS, base_body, reading
 
 
 def message_bytes(body: dict, edit=None) -> bytes:
@@ -69,7 +69,7 @@ def fast_reading(data: bytes):
 def test_a_served_round_is_read_into_the_columns_its_domain_round_makes(riders, orders, seed):
     round_ = generate_round(riders, orders, seed=seed)
     data = pb.DispatchRequest(**round_fields(round_, 3600.0)).SerializeToString()
-    got = read_round(data, MODELS.dispatch)
+    got = read_round(data, MODELS.dispatch, LIMITS)
     assert got is not None
     want = rider_columns(round_.riders)
     for name in want.__dataclass_fields__:
@@ -127,7 +127,7 @@ def test_edited_messages_are_taken_when_the_model_takes_them_and_read_the_same(e
     want = model_reading(data)
     assert fast_reading(data) == want
     if want is not None:  # what a serializer writes for a valid round is taken
-        assert read_round(data, MODELS.dispatch) is not None
+        assert read_round(data, MODELS.dispatch, LIMITS) is not None
 
 
 def _field(number: int, wire: int, payload: bytes) -> bytes:
@@ -184,7 +184,7 @@ def test_item_counts_are_read_packed_and_unpacked():
     data = msg.SerializeToString() + _field(3, 2, unpacked)
     for k in range(1, len(body["orders"])):
         data += _field(3, 2, pb.Order(**body["orders"][k]).SerializeToString())
-    got = read_round(data, MODELS.dispatch)
+    got = read_round(data, MODELS.dispatch, LIMITS)
     assert got is not None and got.orders[0].item_counts == tuple(counts)
     assert fast_reading(data) == model_reading(data) is not None
 
@@ -279,7 +279,81 @@ def test_the_reader_takes_its_bounds_and_defaults_from_the_model_it_is_given():
     def unsized(m):
         m.orders[0].ClearField("size")
 
-    assert read_round(message_bytes(body, fast), DispatchRequest) is not None
-    assert read_round(message_bytes(body, fast), slow_round) is None
-    got = read_round(message_bytes(body, unsized), big_round)
+    assert read_round(message_bytes(body, fast), DispatchRequest, LIMITS) is not None
+    assert read_round(message_bytes(body, fast), slow_round, LIMITS) is None
+    got = read_round(message_bytes(body, unsized), big_round, LIMITS)
     assert got is not None and got.orders[0].size == 2.5
+
+
+def _order_msg(name: str) -> pb.Order:
+    here = pb.Position(lat=1.0, lng=1.0)
+    return pb.Order(
+        id=name, pickup=here, dropoff=here, created_at=1.0, ready_at=1.0, promised_at=2.0
+    )
+
+
+def _rider_msg(name: str, stops: int = 0, carried: int = 0, picked: int = 0) -> pb.Rider:
+    return pb.Rider(
+        id=name,
+        position=pb.Position(lat=1.0, lng=1.0),
+        speed_mps=1.0,
+        capacity=2.0,
+        route=[pb.Stop(order_id="a", kind="dropoff") for _ in range(stops)],
+        orders=[_order_msg(f"{name}-{k}") for k in range(carried)],
+        picked_up=[f"{name}-{k}" for k in range(picked)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("what", "message"),
+    [
+        (
+            "riders",
+            lambda n: pb.DispatchRequest(
+                now=1.0, riders=[_rider_msg(f"r{k}") for k in range(n.max_riders + 1)]
+            ),
+        ),
+        (
+            "orders",
+            lambda n: pb.DispatchRequest(
+                now=1.0, orders=[_order_msg(f"o{k}") for k in range(n.max_orders + 1)]
+            ),
+        ),
+        (
+            "route stops",
+            lambda n: pb.DispatchRequest(
+                now=1.0, riders=[_rider_msg("r", stops=n.max_route_stops + 1)]
+            ),
+        ),
+        (
+            "orders on a route",
+            lambda n: pb.DispatchRequest(
+                now=1.0, riders=[_rider_msg("r", carried=n.max_route_stops + 1)]
+            ),
+        ),
+        (
+            "picked-up orders",
+            lambda n: pb.DispatchRequest(
+                now=1.0, riders=[_rider_msg("r"), _rider_msg("s", picked=n.max_route_stops + 3)]
+            ),
+        ),
+    ],
+)
+def test_the_reader_holds_the_lists_to_the_limits_as_the_parsers_path_does(what, message):
+    """The reader counts the lists in its own compiled pass (the parser's path counts them in
+    Python, ``wire.check_counts``): the same list named, under the same limit, before
+    anything is built; one under every limit is not refused for its lengths."""
+    from serve_app.grpc_api import wire
+    from serve_app.pipeline.errors import TooLarge
+
+    data = message(LIMITS).SerializeToString()
+    with pytest.raises(TooLarge) as by_reader:
+        read_round(data, MODELS.dispatch, LIMITS)
+    with pytest.raises(TooLarge) as by_wire:
+        wire.check_counts(data, "dispatch", LIMITS)
+    assert (by_reader.value.what, by_reader.value.limit) == (what, by_wire.value.limit)
+    # The parser's path stops counting one past the limit; the reader says the whole count.
+    assert by_wire.value.what == what and by_wire.value.got == by_wire.value.limit + 1
+    assert by_reader.value.got == by_wire.value.limit + (3 if what == "picked-up orders" else 1)
+    at_limit = pb.DispatchRequest(now=1.0, riders=[_rider_msg("r", stops=LIMITS.max_route_stops)])
+    read_round(at_limit.SerializeToString(), MODELS.dispatch, LIMITS)  # no TooLarge
