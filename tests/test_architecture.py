@@ -221,3 +221,32 @@ def test_the_request_paths_packages_state_their_public_names():
         assert module.__all__, package
         for name in module.__all__:
             assert getattr(module, name) is not None, f"{package}.{name}"
+
+
+def test_one_router_one_round_source_one_statement_of_the_rules():
+    """The edge's single ways in: every HTTP route answered by ``serve_app/http/router.py`` (the
+    app's own routes are the documentation's only); every dispatch request made into the one
+    ``RoundSource``; the domain's number rules read from ``domain/rules.py`` by both the types
+    and the packer's columns."""
+    from serve_app.app import documentation_app
+    from serve_app.http.routes import DOC_PATHS
+
+    app = documentation_app()
+    served = {getattr(r, "path", "") for r in app.routes}
+    assert served <= DOC_PATHS | {"/docs/oauth2-redirect", "/static-offline-docs"}, served
+    handlers = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "serve_app").rglob("*.py")
+        if "getattr(endpoints, r.handler)" in path.read_text()
+    ]
+    # the router calls them; the OpenAPI document reads their annotations
+    assert sorted(handlers) == ["serve_app/http/openapi.py", "serve_app/http/router.py"]
+    sources = [
+        path.relative_to(ROOT).as_posix()
+        for path in (ROOT / "serve_app").rglob("*.py")
+        if re.search(r"(?m)^class \w*Source\b", path.read_text())
+    ]
+    assert sources == ["serve_app/pipeline/round_source.py"]
+    # (that the columns apply every rule of it: tests/planner/test_rider_columns.py)
+    for module in ("domain/types.py", "domain/geo.py", "planner/rider_columns.py"):
+        assert "from domain.rules import" in (ROOT / module).read_text(), module
