@@ -3,8 +3,10 @@ columns: the protobuf twin of the JSON fast path (``serve_app.round_decoder``).
 
 Read the usual way, a 5000-rider round is ~90,000 protobuf messages, each turned into a dict,
 then into a wire Struct: about 0.35 s of Python at the edge for a round the solver plans in
-0.2 s. Here one compiled pass (``_round_message_jit``) reads the bytes into arrays (every
-number, a span per string), and the request's rules are applied over whole columns:
+0.2 s. Here a compiled pass (``_round_message_jit.count``) counts the lists in the bytes and
+holds them to the limits (TooLarge naming the list, before anything is built), a second one
+reads the bytes into arrays (every number, a span per string), and the request's rules are
+applied over whole columns:
 
 * presence: a field the model requires is set on every element, and an unset optional field
   takes the model's default (proto3 ``optional``: unset is "missing", as in the HTTP body);
