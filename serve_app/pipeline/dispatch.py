@@ -53,9 +53,12 @@ T = TypeVar("T")
 #: The request's own bytes (and anything else that changes its answer), read once admitted:
 #: the key of a whole-answer cache.
 RawBody = Callable[[], Awaitable[bytes]]
-#: Event-loop turns given to the ETR call before the decode and pack work, which hold the loop:
-#: Serve's router sends the call from this loop, so the hop must leave first to overlap them.
-YIELDS_TO_SEND = 3
+#: Event-loop turns given to the ETR stage before the pack, which holds the loop: a hop's call
+#: is sent by Serve's router from this loop, and a model computed here runs in a turn of its
+#: own (``actors.etr_batcher``'s inline calls) after the features, so both must be done or
+#: gone first to overlap the pack. 3 turns left the in-process model's call to after the pack
+#: (the ETR stage ending 5-8 ms after it at 5000 x 2000); 12 finish it before (about 0.3 ms).
+YIELDS_TO_SEND = 12
 Decode = Callable[[], Awaitable[T]]
 #: Called with a dispatch round's stage timings (ms) after every round.
 TimingsObserver = Callable[[dict[str, float]], None]
