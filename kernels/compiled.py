@@ -22,6 +22,7 @@ import subprocess
 import sys
 import threading
 import types
+from collections.abc import Callable
 from pathlib import Path
 
 # Set from ``defer`` or ``warm_up_in_background`` until the compiled builds are loaded.
@@ -97,43 +98,65 @@ def cached_on_disk(module: types.ModuleType) -> bool:
         return False
 
 
+def compile_in_child_then_load(
+    modules: list[types.ModuleType],
+    child_code: str,
+    load: Callable[[], None],
+    on_line: Callable[[str], None] | None = None,
+    timeout_s: float = 600.0,
+) -> None:
+    """Load Numba builds into this process without compiling them here: where any of
+    ``modules`` is not in Numba's on-disk cache, a child interpreter runs ``child_code`` (which
+    compiles them into the cache; each line it prints goes to ``on_line``) and this process
+    then calls ``load``, which only loads. Compiling holds the GIL for seconds, which would
+    stall a replica's requests; loading a cached build takes moments. Raises what ``load``
+    raises; a child that fails or passes ``timeout_s`` leaves ``load`` to compile."""
+    if not all(map(cached_on_disk, modules)):
+        child = subprocess.Popen(  # our own interpreter and modules
+            [sys.executable, "-c", child_code],
+            cwd=_REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert child.stdout is not None
+        for line in child.stdout:
+            if on_line is not None:
+                on_line(line.strip())
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+    load()
+
+
 def warm_up_in_background() -> threading.Thread:
     """Load the compiled builds off the request path; "auto" uses the loops until then.
 
     Replicas call this once they take traffic; library callers need not (their first call
-    compiles). Compiling holds the GIL for seconds, which would stall the replica's requests,
-    so a child process compiles into Numba's on-disk cache first and this process only loads.
+    compiles). A child compiles what Numba's cache lacks (``compile_in_child_then_load``).
     """
     _warming.set()
+
+    def stage(line: str) -> None:
+        global _stage
+        # A build already in Numba's cache loads in moments: the names pass by quickly.
+        _stage = f"build {line}"
+
+    def load() -> None:
+        global _stage
+        _stage = "loading the compiled builds"
+        warm_up()
 
     def run() -> None:
         global _stage
         try:
-            if all(cached_on_disk(importlib.import_module(m)) for _, m in _BUILDS):
-                _stage = "loading the compiled builds"
-                warm_up()  # nothing to compile: no child needed
-                return
-            child = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-c",
-                    "from kernels.compiled import warm_up; warm_up(announce=True)",
-                ],
-                cwd=_REPO_ROOT,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
+            compile_in_child_then_load(
+                [importlib.import_module(m) for _, m in _BUILDS],
+                "from kernels.compiled import warm_up; warm_up(announce=True)",
+                load,
+                on_line=stage,
             )
-            assert child.stdout is not None
-            # A build already in Numba's cache loads in moments: the names pass by quickly.
-            for line in child.stdout:
-                _stage = f"build {line.strip()}"
-            try:
-                child.wait(timeout=600)
-            except subprocess.TimeoutExpired:
-                child.kill()
-            _stage = "loading the compiled builds"
-            warm_up()
         finally:
             _stage = ""
             _warming.clear()

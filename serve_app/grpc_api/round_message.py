@@ -26,18 +26,15 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import subprocess
-import sys
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
 from domain import DispatchWeights, LatLng, Order
-from kernels.compiled import cached_on_disk
+from kernels.compiled import compile_in_child_then_load
 from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
@@ -47,7 +44,6 @@ from serve_app.pipeline.limits import Limits
 log = logging.getLogger(__name__)
 _loaded = threading.Event()
 _failure = ""  # why loading failed ("" while loading or once loaded)
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -425,16 +421,7 @@ def load_in_background() -> threading.Thread:
         global _failure
         code = "from serve_app.grpc_api.round_message import warm_up; warm_up()"
         try:
-            if not cached_on_disk(jit):  # else loading compiles nothing: no child needed
-                subprocess.run(  # our own interpreter and module
-                    [sys.executable, "-c", code],
-                    cwd=_REPO_ROOT,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    timeout=600,
-                    check=False,
-                )
-            warm_up()
+            compile_in_child_then_load([jit], code, warm_up)
         except Exception as exc:  # any failure: every round takes the parser's path
             _failure = f"{type(exc).__name__}: {exc}"[:200]
             log.warning(

@@ -46,7 +46,10 @@ def test_a_reader_that_fails_to_load_says_why(monkeypatch):
         raise RuntimeError("the round reader refused its own warm-up round")
 
     monkeypatch.setattr(round_message, "warm_up", refuse)
-    monkeypatch.setattr(round_message.subprocess, "run", lambda *a, **k: None)
+    # no compiling child: only this process's load, which fails
+    monkeypatch.setattr(
+        round_message, "compile_in_child_then_load", lambda modules, code, load, **_: load()
+    )
     monkeypatch.setattr(round_message, "_failure", "")
     assert round_message.state() in ("loading", "loaded")
     round_message.load_in_background().join(10)
