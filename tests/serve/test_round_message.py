@@ -357,3 +357,48 @@ def test_the_reader_holds_the_lists_to_the_limits_as_the_parsers_path_does(what,
     assert by_reader.value.got == by_wire.value.limit + (3 if what == "picked-up orders" else 1)
     at_limit = pb.DispatchRequest(now=1.0, riders=[_rider_msg("r", stops=LIMITS.max_route_stops)])
     read_round(at_limit.SerializeToString(), MODELS.dispatch, LIMITS)  # no TooLarge
+
+
+def test_the_reader_and_the_wire_count_refuse_the_same_lists_on_seeded_messages():
+    """300 seeded messages whose list lengths fall on either side of each limit (riders, new
+    orders, and per rider its stops, carried orders and picked-up names, several riders near
+    their limits at once): the reader refuses exactly those the parser's path refuses, naming
+    the same list under the same limit."""
+    import random
+
+    from serve_app.grpc_api import wire
+    from serve_app.pipeline.errors import TooLarge
+
+    def around(rng: random.Random, limit: int) -> int:
+        return max(0, limit + rng.choice((-2, -1, 0, 0, 1, 2)))
+
+    def verdict(read, *args):
+        try:
+            read(*args)
+        except TooLarge as exc:
+            return exc.what, exc.limit
+        return None
+
+    rng = random.Random(5)
+    refused = 0
+    for _ in range(300):
+        riders = [
+            _rider_msg(
+                f"r{k}",
+                stops=around(rng, LIMITS.max_route_stops) if rng.random() < 0.3 else 1,
+                carried=around(rng, LIMITS.max_route_stops) if rng.random() < 0.3 else 1,
+                picked=around(rng, LIMITS.max_route_stops) if rng.random() < 0.3 else 0,
+            )
+            for k in range(around(rng, LIMITS.max_riders) if rng.random() < 0.3 else 3)
+        ]
+        orders = [
+            _order_msg(f"o{k}")
+            for k in range(around(rng, LIMITS.max_orders) if rng.random() < 0.3 else 2)
+        ]
+        data = pb.DispatchRequest(now=1.0, riders=riders, orders=orders).SerializeToString()
+        by_wire = verdict(wire.check_counts, data, "dispatch", LIMITS)
+        by_reader = verdict(read_round, data, MODELS.dispatch, LIMITS)
+        # Which list is named first may differ where two pass their limits: both refuse.
+        assert (by_wire is None) == (by_reader is None), (by_wire, by_reader)
+        refused += by_wire is not None
+    assert 50 < refused < 250  # both sides of the limits were tried
