@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from operator import attrgetter
-from operator import call as _call
 from typing import Any
 
 from domain.geo import LatLng
@@ -30,8 +28,6 @@ from domain.rules import (
 )
 
 _ORDER_RULES = tuple(ORDER.items())
-_ORDER_HOLDS = tuple(rule.holds for rule in ORDER.values())
-_ORDER_NUMBERS = attrgetter(*ORDER)
 
 
 class StopKind(StrEnum):
@@ -67,7 +63,7 @@ class Order:
         # only to say what is wrong.
         if (
             self.id
-            and all(map(_call, _ORDER_HOLDS, _ORDER_NUMBERS(self)))
+            and all(rule.holds(getattr(self, name)) for name, rule in _ORDER_RULES)
             and self.created_at <= self.promised_at
             and self.items >= 0
             and (not self.item_counts or min(self.item_counts) >= 0)
