@@ -117,8 +117,9 @@ def improve_cuda(
     late_weight: float,
     max_passes: int,
     tol_s: float,
-) -> tuple[RouteArrays, Any, int]:
-    """``improve`` for CuPy arrays (checked): new (routes, owner, moves), one launch."""
+) -> tuple[RouteArrays, Any, Any]:
+    """``improve`` for CuPy arrays (checked): new (routes, owner, moves), one launch; moves
+    is a 0-d device array."""
     import cupy
 
     values = launch_values(routes, owner, rows, late_weight, max_passes, tol_s, cupy)
@@ -127,4 +128,5 @@ def improve_cuda(
         args = tuple(values[name] for name in kernel_parameters())
         _kernel()(((n_rows + _BLOCK - 1) // _BLOCK,), (_BLOCK,), args)
     edited = {name: values[name] for name in STOP_ARRAYS}
-    return replace(routes, **edited), values["owner"], int(values["moves"].sum())
+    # The count stays on the device: reading it is a sync the round does not need.
+    return replace(routes, **edited), values["owner"], values["moves"].sum()

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from kernels._insertion_costs_cuda import NVRTC_OPTIONS
+from kernels.transfers import to_device, to_host
 
 SOURCE = Path(__file__).with_name("pair_scan.cu")
 _THREADS = 256  # PAIR_SCAN_THREADS in the source
@@ -49,12 +50,12 @@ def top_candidates_cuda(
     rider = cupy.empty((selected.size, k), cupy.int32)
     price = cupy.empty((selected.size, k), cupy.float32)
     null = np.uint64(0)  # a null pointer: no selection, no duals
-    picked = null if orders is None else cupy.asarray(selected)
-    duals = (
-        (null, null)
-        if u is None
-        else (cupy.asarray(u, cupy.float64), cupy.asarray(v, cupy.float64))
+    given = ([] if orders is None else [selected]) + (
+        [] if u is None else [np.asarray(u, np.float64), np.asarray(v, np.float64)]
     )
+    moved = to_device(given, cupy)  # one copy in
+    picked = null if orders is None else moved.pop(0)
+    duals = (null, null) if u is None else (moved[0], moved[1])
     _module().get_function("orml_top_candidates")(
         (int(selected.size),),
         (_THREADS,),
@@ -91,6 +92,7 @@ def below_duals_cuda(
     rider = cupy.empty(max(cap, 1), cupy.int64)
     order = cupy.empty(max(cap, 1), cupy.int64)
     if n_orders and n_riders:
+        u_at, v_at = to_device([np.asarray(u, np.float64), np.asarray(v, np.float64)], cupy)
         _module().get_function("orml_below_duals")(
             (_PAIR_BLOCKS,),
             (_THREADS,),
@@ -98,8 +100,8 @@ def below_duals_cuda(
                 cupy.ascontiguousarray(bound_t),
                 np.int32(n_orders),
                 np.int32(n_riders),
-                cupy.asarray(u, cupy.float64),
-                cupy.asarray(v, cupy.float64),
+                u_at,
+                v_at,
                 np.float64(abs_tol),
                 np.float64(rel_tol),
                 np.uint64(cap),
@@ -111,6 +113,6 @@ def below_duals_cuda(
     n = int(count.get()[0])
     if n > cap:
         return n, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    r, o = rider[:n].get(), order[:n].get()
+    r, o = to_host([rider[:n], order[:n]], cupy)
     by = np.lexsort((o, r))
     return n, r[by], o[by]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kernels.backend import array_module
+from kernels.transfers import to_device, to_host
 
 _F32 = np.dtype(np.float32)
 _I32 = np.dtype(np.int32)
@@ -31,17 +32,24 @@ def _want(name: str, a: Any, dtype: np.dtype, shape: tuple[int, ...]) -> None:
 class _ArrayBatch:
     """Shared helpers: move to another array module, select rows."""
 
+    def arrays(self) -> list[Any]:
+        """Every array of the batch, in field order."""
+        return [getattr(self, f.name) for f in fields(self)]  # type: ignore[arg-type]
+
+    def with_arrays(self, arrays: list[Any]) -> Any:
+        """The same batch holding ``arrays`` (field order, as ``arrays()`` gives them)."""
+        names = [f.name for f in fields(self)]  # type: ignore[arg-type]
+        return replace(self, **dict(zip(names, arrays, strict=True)))  # type: ignore[type-var]
+
     def to(self, xp: ModuleType) -> Any:
-        """The same batch with every array moved to ``xp`` (numpy or cupy)."""
-        moved = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            a = getattr(self, f.name)
-            if xp is np:
-                get = getattr(a, "get", None)
-                moved[f.name] = get() if callable(get) else a
-            else:
-                moved[f.name] = xp.asarray(a)
-        return replace(self, **moved)  # type: ignore[type-var]
+        """The same batch with every array moved to ``xp`` (numpy or cupy): one copy of the
+        whole batch (``kernels.transfers``), none where it is there already."""
+        here = self.xp
+        if here is xp:
+            return self
+        if xp is np:
+            return self.with_arrays(to_host(self.arrays(), here))
+        return self.with_arrays(to_device(self.arrays(), xp))
 
     def take(self, index: Any) -> Any:
         """Rows ``index`` (int[K]) of every array, as a new batch."""

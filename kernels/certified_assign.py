@@ -44,6 +44,7 @@ import numpy as np
 
 from kernels.backend import array_module, to_numpy
 from kernels.sparse_assign import sparse_assignment
+from kernels.transfers import to_device
 
 ABS_TOL = 1e-3
 REL_TOL = 1e-5
@@ -166,6 +167,8 @@ class DeviceCosts:
         else:
             self._host = None
             self.bound_t = self.xp.ascontiguousarray(cost.T)
+        # The pairs last forgotten, with their index on the device (``price`` reuses it).
+        self._forgotten: tuple[np.ndarray, np.ndarray, tuple[Any, Any]] | None = None
 
     def cheapest(
         self, k: int, orders: np.ndarray | None = None, u: Any = None, v: Any = None
@@ -200,11 +203,19 @@ class DeviceCosts:
         if self._host is not None:
             self._host.forget(rider, order)
             return
-        self.bound_t[self.xp.asarray(order), self.xp.asarray(rider)] = self.xp.inf
+        order_at, rider_at = to_device([order, rider], self.xp)
+        self.bound_t[order_at, rider_at] = self.xp.inf
+        self._forgotten = (rider, order, (rider_at, order_at))
 
     def price(self, rider: np.ndarray, order: np.ndarray) -> np.ndarray:
-        xp = self.xp
-        return to_numpy(self.cost[xp.asarray(rider), xp.asarray(order)]).astype(np.float64)
+        # certified_assign prices the pairs it has just forgotten: their index is on the
+        # device already.
+        last = self._forgotten
+        if last is not None and last[0] is rider and last[1] is order:
+            at = last[2]
+        else:
+            at = tuple(to_device([rider, order], self.xp))
+        return to_numpy(self.cost[at]).astype(np.float64)
 
 
 def _least_per_order(order: np.ndarray, key: np.ndarray, k: int, n_orders: int) -> np.ndarray:

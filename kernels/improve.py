@@ -44,14 +44,15 @@ def improve(
     max_passes: int = 2,
     tol_s: float = 1e-2,
     method: str = "auto",
-) -> tuple[RouteArrays, Any, int]:
+) -> tuple[RouteArrays, Any, Any]:
     """Improve routes ``rows`` (default all, distinct) by relocating orders.
 
     owner : int32[R, L] order key of each stop (-1 for padding and fixed stops).
     method : "auto" (for NumPy the compiled search unless it is still loading, see
         ``kernels.compiled``, else the array loop; for CuPy the CUDA kernel), "jit" (NumPy),
         "cuda" (CuPy) or "loop" (any ``xp``).
-    Returns (routes, owner, moves applied). Inputs are not modified. Raises ValueError for an
+    Returns (routes, owner, moves applied: an int, on CuPy a 0-d device array that syncs
+    only when read). Inputs are not modified. Raises ValueError for an
     unknown method or one that does not run on the inputs' device.
     """
     routes.check()

@@ -57,6 +57,7 @@ from kernels.insertion_costs import insertion_costs
 from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
 from kernels.schedule import schedule
+from kernels.transfers import to_device, to_host
 from planner.round_to_arrays import PackedRound, pack_round
 from planner.stage_times import StageTimes
 
@@ -146,7 +147,17 @@ class RoundArrays:
     owner: Any
 
     def to(self, xp: Any) -> RoundArrays:
-        return RoundArrays(self.routes.to(xp), self.orders.to(xp), xp.asarray(self.owner))
+        """The same round on ``xp`` (host arrays to a device: the whole round in one copy)."""
+        if xp is np or self.routes.xp is not np:
+            owner = to_numpy(self.owner) if xp is np else xp.asarray(self.owner)
+            return RoundArrays(self.routes.to(xp), self.orders.to(xp), owner)
+        routes, orders = self.routes.arrays(), self.orders.arrays()
+        moved = to_device([*routes, *orders, self.owner], xp)
+        return RoundArrays(
+            self.routes.with_arrays(moved[: len(routes)]),
+            self.orders.with_arrays(moved[len(routes) : -1]),
+            moved[-1],
+        )
 
     @property
     def nbytes(self) -> int:
@@ -285,20 +296,23 @@ def _pass_dense(
     with times("insertion_ms"):
         ins = _price(routes, orders, w, weights.candidate_riders, checkpoint)
         cost = ins.cost if floor is None else etr_adjusted_cost(ins, orders.due, floor, w)
-        ever = to_numpy(xp.isfinite(cost).any(axis=0))
+        ever = xp.isfinite(cost).any(axis=0)
     with times("assign_ms"):
         pick = _dense_pick(cost, weights, checkpoint, reference)
     got = np.nonzero(pick >= 0)[0]
     rider = pick[got]
     # The picks' entries are gathered where the prices are: on a device only K of each
-    # [R, O] array cross to the host, not the arrays.
-    at = (xp.asarray(rider), xp.asarray(got))
+    # [R, O] array cross to the host, not the arrays, in one copy each way.
+    at = tuple(to_device([rider, got], xp))
+    ever, pickup_pos, dropoff_pos, picked_cost = to_host(
+        [ever, ins.pickup_pos[at], ins.dropoff_pos[at], cost[at]], xp
+    )
     return _Picks(
         rider=rider,
         order=got,
-        pickup_pos=to_numpy(ins.pickup_pos[at]).astype(np.int64),
-        dropoff_pos=to_numpy(ins.dropoff_pos[at]).astype(np.int64),
-        cost=to_numpy(cost[at]).astype(np.float64),
+        pickup_pos=pickup_pos.astype(np.int64),
+        dropoff_pos=dropoff_pos.astype(np.int64),
+        cost=picked_cost.astype(np.float64),
         ever_feasible=ever,
     )
 
@@ -322,7 +336,8 @@ def _dense_pick(
             return picked.rider_of
     elif checkpoint is not None:
         checkpoint()
-    return to_numpy(assign(cost)).astype(np.int64)
+    # The dense solve is the host's: the matrix crosses once, the answer not at all.
+    return assign(to_numpy(cost)).astype(np.int64)
 
 
 def _pass_certified(
@@ -437,9 +452,10 @@ def solve_round(
         if step == 0:
             sub_routes, sub_orders, sub_floor = routes, orders, floor_all
         else:
-            sub_routes = routes.take(xp.asarray(open_riders))
-            sub_orders = orders.take(xp.asarray(open_orders))
-            sub_floor = None if floor_all is None else floor_all[xp.asarray(open_orders)]
+            riders_at, orders_at = to_device([open_riders, open_orders], xp)
+            sub_routes = routes.take(riders_at)
+            sub_orders = orders.take(orders_at)
+            sub_floor = None if floor_all is None else floor_all[orders_at]
         if weights.max_route_stops is not None:
             sub_routes = _full_routes_closed(sub_routes, weights.max_route_stops)
         picks = None
@@ -455,36 +471,54 @@ def solve_round(
         with times("insert_ms"):
             rows, order_idx = open_riders[picks.rider], open_orders[picks.order]
             assigned_cost[order_idx] = picks.cost
+            # The picks cross to the device in one copy.
+            at_rows, at_orders, pickup_pos, dropoff_pos, keys = to_device(
+                [
+                    rows,
+                    order_idx,
+                    picks.pickup_pos.astype(np.int32),
+                    picks.dropoff_pos.astype(np.int32),
+                    order_idx.astype(np.int32),
+                ],
+                xp,
+            )
             routes, owner = insert_orders(
-                routes,
-                owner,
-                xp.asarray(rows),
-                orders.take(xp.asarray(order_idx)),
-                xp.asarray(picks.pickup_pos.astype(np.int32)),
-                xp.asarray(picks.dropoff_pos.astype(np.int32)),
-                xp.asarray(order_idx.astype(np.int32)),
+                routes, owner, at_rows, orders.take(at_orders), pickup_pos, dropoff_pos, keys
             )
             rider_of[order_idx] = rows
             taken[rows] += 1
     changed = np.unique(rider_of[rider_of >= 0])
     if checkpoint is not None:
         checkpoint()
+    (rows,) = to_device([changed], xp)
     with times("improve_ms"):
         if improve_routes and changed.size:
-            routes, owner, _ = improve(routes, owner, late_weight=w, rows=xp.asarray(changed))
-    rows = xp.asarray(changed)
+            routes, owner, _ = improve(routes, owner, late_weight=w, rows=rows)
     changed_routes = routes.take(rows)
     after = schedule(changed_routes)
+    # The answer crosses to the host in one copy: the changed routes, their owners and
+    # arrivals, and what they add (two device scalars, not two syncs).
+    answer = to_host(
+        [
+            *changed_routes.arrays(),
+            owner[rows],
+            after.arrival,
+            after.travel.sum() - base.travel[rows].sum(),
+            after.total_lateness.sum() - base.total_lateness[rows].sum(),
+        ],
+        xp,
+    )
+    n_fields = len(answer) - 4
     return Assigned(
         rider_of=rider_of,
         cost=assigned_cost,
         ever_feasible=ever_feasible,
         changed=changed,
-        routes=changed_routes.to(np),
-        owner=to_numpy(owner[rows]),
-        arrival=to_numpy(after.arrival),
-        added_travel_s=float(after.travel.sum() - base.travel[rows].sum()),
-        added_lateness_s=float(after.total_lateness.sum() - base.total_lateness[rows].sum()),
+        routes=changed_routes.with_arrays(answer[:n_fields]),
+        owner=answer[n_fields],
+        arrival=answer[n_fields + 1],
+        added_travel_s=float(answer[n_fields + 2]),
+        added_lateness_s=float(answer[n_fields + 3]),
         timings_ms=times.ms,
         backend="numpy" if xp is np else "cupy",
     )
