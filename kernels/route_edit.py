@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays
 
 
@@ -37,18 +39,34 @@ def insert_orders(
     pickup_pos: Any,
     dropoff_pos: Any,
     keys: Any,
+    method: str = "auto",
 ) -> tuple[RouteArrays, Any]:
     """Insert order k (of ``orders``) into route ``rows[k]`` at (pickup_pos[k], dropoff_pos[k]).
 
     rows : int[K], distinct route indices; orders : K orders; positions : int[K] as returned by
     ``insertion_costs`` (in the route before the edit); keys : int[K] owner keys for the new stops.
+    method : "auto" (for CuPy the CUDA kernel, ``route_edit.cu``: one launch, a thread per
+        edited route; else the array code), "cuda" (CuPy) or "loop" (the array code, any
+        ``xp``). The two give the same arrays.
     An order without a pickup gets only its drop-off. Returns new (routes, owner), grown by up to
-    two slots; the input arrays are not modified.
+    two slots; the input arrays are not modified. Raises ValueError for an unknown method or
+    one that does not run on the inputs' device.
     """
     xp = routes.xp
+    if method == "auto":
+        method = "loop" if xp is np else "cuda"
+    if method not in ("loop", "cuda"):
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'cuda' or 'loop'")
+    if method == "cuda" and xp is np:
+        raise ValueError("method 'cuda' runs on CuPy arrays only")
     if int(rows.shape[0]) == 0:
         return routes, owner
+    # How wide the routes grow is read on the host (one scalar): it sizes the new arrays.
     routes, owner = _grow(routes, owner, int((routes.n_stops[rows] + 2).max()))
+    if method == "cuda":
+        from kernels._route_edit_cuda import insert_orders_cuda
+
+        return insert_orders_cuda(routes, owner, rows, orders, pickup_pos, dropoff_pos, keys)
     n_slots = routes.shape[1]
     has_p = orders.has_pickup
     i = xp.where(has_p, pickup_pos, n_slots + 1)[:, None]  # no pickup: a slot never reached

@@ -167,3 +167,41 @@ def run_improve_harness(
         read("owner", arrays["owner"]),
         read("moves", np.zeros(len(rows), np.int32)),
     )
+
+
+ROUTE_EDIT_HARNESS = Path(__file__).with_name("route_edit_host_harness.cu")
+
+
+def build_route_edit_harness(out_dir: Path) -> Path:
+    """``route_edit_host_harness.cu``: ``route_edit.cu``'s insertion, run on the CPU."""
+    return _build(ROUTE_EDIT_HARNESS, out_dir)
+
+
+def run_route_edit_harness(
+    exe: Path, work: Path, routes: RouteArrays, owner: np.ndarray, values: dict[str, np.ndarray]
+) -> tuple[RouteArrays, np.ndarray]:
+    """(routes, owner) as the CUDA source edits them; ``values`` holds the launch's rows,
+    orders, positions and keys by parameter name (``_route_edit_cuda.launch_values``)."""
+    work.mkdir(parents=True, exist_ok=True)
+    arrays = {name: getattr(routes, name) for name in routes.__dataclass_fields__}
+    arrays["owner"] = np.asarray(owner, np.int32)
+    arrays |= values
+    for name, a in arrays.items():
+        np.ascontiguousarray(a).tofile(work / f"{name}.bin")
+    n_routes, n_slots = routes.shape
+    k = len(values["rows"])
+    subprocess.run(
+        [str(exe), str(work), str(n_routes), str(n_slots), str(k)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+    def read(name: str, like: np.ndarray) -> np.ndarray:
+        return np.fromfile(work / f"out_{name}.bin", dtype=like.dtype).reshape(like.shape)
+
+    edited = {
+        name: read(name, getattr(routes, name))
+        for name in (*STOP_ARRAYS, "n_stops", "insert_limit")
+    }
+    return replace(routes, **edited), read("owner", arrays["owner"])

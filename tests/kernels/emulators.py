@@ -94,6 +94,29 @@ def _improve(v: dict[str, Any]) -> None:
         v["moves"][0] = moves
 
 
+@_emulates("orml_insert_orders")
+def _insert_orders(v: dict[str, Any]) -> None:
+    from kernels.route_edit import insert_orders
+
+    n_slots = int(v["n_slots"])
+    routes = _routes(v, int(v["n_stops"].shape[0]), n_slots)
+    orders = OrderArrays(**{name: v[name] for name in _ORDER_FIELDS})
+    got, owner = insert_orders(
+        routes,
+        v["owner"],
+        v["rows"],
+        orders,
+        v["pickup_pos"],
+        v["dropoff_pos"],
+        v["keys"],
+        method="loop",
+    )
+    assert got.shape[1] == n_slots, "the launcher grows the routes before the launch"
+    for name in (*STOP_ARRAYS, "n_stops", "insert_limit"):
+        v[name][...] = getattr(got, name)
+    v["owner"][...] = owner
+
+
 def _under(bound: np.ndarray, threshold: np.ndarray, abs_tol: float, rel_tol: float) -> Any:
     """``orml_under``: a bound within rounding of the threshold counts as under it."""
     b = bound.astype(np.float64)

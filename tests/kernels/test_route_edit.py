@@ -1,0 +1,137 @@
+"""Inserting orders' stops into routes: the CUDA kernel (``route_edit.cu``, one thread per edited
+route) against the array code, through nvcc on the host, through the CuPy stand-in, and on a
+GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels._route_edit_cuda import SOURCE, kernel_parameters, launch_values
+from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays
+from kernels.route_edit import _grow, insert_orders
+from planner import generate_round
+from planner.round_to_arrays import pack_round
+from tests.kernels.cuda_host import build_route_edit_harness, compile_ptx, run_route_edit_harness
+
+from .counting_cupy import installed
+
+
+def edits(n: int):
+    """n seeded edits of generated rounds: (routes, owner, rows, orders, pickup_pos,
+    dropoff_pos, keys), some orders already picked up (a drop-off alone), positions anywhere
+    in the route before the edit."""
+    for seed in range(n):
+        rng = np.random.default_rng(seed)
+        packed = pack_round(generate_round(60, 40, seed=seed, route_stops=(0, 6)))
+        routes, owner = packed.routes, packed.owner
+        k = int(rng.integers(1, 30))
+        rows = np.sort(rng.choice(routes.shape[0], k, replace=False)).astype(np.int64)
+        orders = packed.orders.take(rng.integers(0, len(packed.orders), k))
+        has_pickup = rng.random(k) < 0.7
+        orders = OrderArrays(**{**orders.__dict__, "has_pickup": has_pickup}).check()
+        stops = routes.n_stops[rows]
+        pickup = np.array([rng.integers(0, s + 1) for s in stops], np.int32)
+        dropoff = np.array(
+            [
+                rng.integers(p if h else 0, s + 1)
+                for p, s, h in zip(pickup, stops, has_pickup, strict=True)
+            ],
+            np.int32,
+        )
+        keys = rng.integers(0, 500, k).astype(np.int32)
+        yield routes, owner, rows, orders, pickup, dropoff, keys
+
+
+def same(a: tuple[RouteArrays, np.ndarray], b: tuple[RouteArrays, np.ndarray]) -> bool:
+    """Bit for bit: every array of the routes, and the owners."""
+    names = RouteArrays.__dataclass_fields__
+    return (
+        all(
+            np.asarray(getattr(a[0], n)).tobytes() == np.asarray(getattr(b[0], n)).tobytes()
+            for n in names
+        )
+        and np.asarray(a[1]).tobytes() == np.asarray(b[1]).tobytes()
+    )
+
+
+def test_the_launcher_supplies_every_kernel_parameter():
+    routes, owner, rows, orders, pickup, dropoff, keys = next(edits(1))
+    values = launch_values(routes, owner, rows, orders, pickup, dropoff, keys, np)
+    assert set(kernel_parameters()) == set(values)
+
+
+def test_methods_are_checked():
+    routes, owner, rows, orders, pickup, dropoff, keys = next(edits(1))
+    with pytest.raises(ValueError, match="CuPy"):
+        insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, method="cuda")
+    with pytest.raises(ValueError, match="unknown method"):
+        insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, method="fast")
+
+
+def test_the_launch_through_the_stand_in_is_the_array_codes_and_leaves_its_inputs():
+    with installed() as cupy:
+        for routes, owner, rows, orders, pickup, dropoff, keys in edits(20):
+            want = insert_orders(routes, owner, rows, orders, pickup, dropoff, keys)
+            dev_routes, dev_owner = routes.to(cupy), cupy.asarray(owner)
+            before = dev_routes.to(np)
+            got = insert_orders(
+                dev_routes,
+                dev_owner,
+                cupy.asarray(rows),
+                orders.to(cupy),
+                cupy.asarray(pickup),
+                cupy.asarray(dropoff),
+                cupy.asarray(keys),
+            )
+            assert same((got[0].to(np), got[1].get()), want)
+            assert same((dev_routes.to(np), dev_owner.get()), (before, owner))
+
+
+@pytest.mark.nvcc
+def test_the_cuda_insertion_compiles_for_hopper_and_turing(tmp_path: Path):
+    for ptx in compile_ptx(SOURCE, tmp_path).values():
+        assert ".entry orml_insert_orders" in ptx
+
+
+@pytest.mark.nvcc
+def test_the_cuda_insertion_on_the_host_is_bit_equal_to_the_array_code(tmp_path: Path):
+    exe = build_route_edit_harness(tmp_path)
+    for i, (routes, owner, rows, orders, pickup, dropoff, keys) in enumerate(edits(40)):
+        want = insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, method="loop")
+        grown, grown_owner = _grow(routes, owner, int((routes.n_stops[rows] + 2).max()))
+        values = launch_values(grown, grown_owner, rows, orders, pickup, dropoff, keys, np)
+        inputs = {
+            name: values[name]
+            for name in (
+                "rows",
+                *OrderArrays.__dataclass_fields__,
+                "pickup_pos",
+                "dropoff_pos",
+                "keys",
+            )
+        }
+        got = run_route_edit_harness(exe, tmp_path / str(i), grown, grown_owner, inputs)
+        assert same(got, want), f"edit {i}"
+
+
+@pytest.mark.gpu
+def test_one_launch_on_the_gpu_is_bit_equal_to_the_array_code():
+    import cupy
+
+    for routes, owner, rows, orders, pickup, dropoff, keys in edits(20):
+        want = insert_orders(routes, owner, rows, orders, pickup, dropoff, keys)
+        got = insert_orders(
+            routes.to(cupy),
+            cupy.asarray(owner),
+            cupy.asarray(rows),
+            orders.to(cupy),
+            cupy.asarray(pickup),
+            cupy.asarray(dropoff),
+            cupy.asarray(keys),
+            method="cuda",
+        )
+        assert same((got[0].to(np), cupy.asnumpy(got[1])), want)
+        assert all(getattr(got[0], n).shape == getattr(want[0], n).shape for n in STOP_ARRAYS)
