@@ -38,7 +38,9 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 @dataclass
 class Crossings:
     """What crossed since the last ``reset``: copies each way (count and bytes), host syncs
-    inside the work, explicit waits (stream or event ``synchronize``), kernel launches by name,
+    inside the work, explicit waits (stream or event ``synchronize``), array operations on the
+    device (each at least one launch of CuPy's: a ufunc, a function or method that computes,
+    an index that gathers, every assignment), the project's kernel launches by name,
     and where each copy out and sync came from (``sites``: file:line of the first frame
     outside this module and NumPy)."""
 
@@ -48,6 +50,7 @@ class Crossings:
     d2h_bytes: int = 0
     syncs: int = 0
     waits: int = 0
+    operations: int = 0
     launches: Counter = field(default_factory=Counter)
     sites: Counter = field(default_factory=Counter)
 
@@ -142,7 +145,27 @@ def _index(key: Any) -> Any:
 _SIZED_BY_DATA = {"nonzero", "flatnonzero", "argwhere", "unique", "compress", "extract"}
 
 
+#: Operations that make a view or an uninitialised array: no launch.
+_NO_LAUNCH = {
+    "view",
+    "reshape",
+    "ravel",
+    "transpose",
+    "swapaxes",
+    "squeeze",
+    "expand_dims",
+    "broadcast_to",
+    "empty",
+    "empty_like",
+    "result_type",
+    "ndim",
+    "shape",
+}
+
+
 def _call(name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    if name not in _NO_LAUNCH:
+        CROSSINGS.operations += 1
     if name in _SIZED_BY_DATA or (name == "where" and len(args) == 1):
         CROSSINGS.sync()
     if name == "bincount" and kwargs.get("minlength") is None:
@@ -181,9 +204,13 @@ class DeviceArray(NDArrayOperatorsMixin):
         return f"DeviceArray({self._a!r})"
 
     def __getitem__(self, key: Any) -> Any:
+        parts = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(k, (DeviceArray, np.ndarray, list)) for k in parts):
+            CROSSINGS.operations += 1  # a gather (basic slicing is a view: no launch)
         return _wrap(self._a[_index(key)])
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        CROSSINGS.operations += 1
         if isinstance(value, DeviceArray):
             value = value._a
         elif isinstance(value, (np.ndarray, list)) and np.ndim(value) > 0:
@@ -235,6 +262,7 @@ class DeviceArray(NDArrayOperatorsMixin):
         )
 
     def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        CROSSINGS.operations += 1
         if "out" in kwargs:
             kwargs["out"] = tuple(_unwrap(o) for o in kwargs["out"])
         got = getattr(ufunc, method)(*_unwrap(inputs), **kwargs)
@@ -256,7 +284,11 @@ def _copy_in(
         a = x._a if dtype is None else x._a.astype(dtype, copy=False)
         if contiguous:
             a = np.ascontiguousarray(a)
-        return DeviceArray(a.copy() if copy else a)
+        if copy:
+            a = a.copy()
+        if a is not x._a:
+            CROSSINGS.operations += 1  # a copy on the device
+        return DeviceArray(a)
     a = np.array(x, dtype=dtype, copy=True, order="C")
     CROSSINGS.copy_in(a.nbytes)
     return DeviceArray(a)
