@@ -40,6 +40,7 @@ def insert_orders(
     dropoff_pos: Any,
     keys: Any,
     method: str = "auto",
+    n_slots: int | None = None,
 ) -> tuple[RouteArrays, Any]:
     """Insert order k (of ``orders``) into route ``rows[k]`` at (pickup_pos[k], dropoff_pos[k]).
 
@@ -48,6 +49,8 @@ def insert_orders(
     method : "auto" (for CuPy the CUDA kernel, ``route_edit.cu``: one launch, a thread per
         edited route; else the array code), "cuda" (CuPy) or "loop" (the array code, any
         ``xp``). The two give the same arrays.
+    n_slots : how wide the routes grow, ``max(n_stops[rows]) + 2`` (a caller that knows it
+        saves a read from the device); None reads it.
     An order without a pickup gets only its drop-off. Returns new (routes, owner), grown by up to
     two slots; the input arrays are not modified. Raises ValueError for an unknown method or
     one that does not run on the inputs' device.
@@ -61,8 +64,9 @@ def insert_orders(
         raise ValueError("method 'cuda' runs on CuPy arrays only")
     if int(rows.shape[0]) == 0:
         return routes, owner
-    # How wide the routes grow is read on the host (one scalar): it sizes the new arrays.
-    routes, owner = _grow(routes, owner, int((routes.n_stops[rows] + 2).max()))
+    if n_slots is None:  # a read from the device (one scalar): it sizes the new arrays
+        n_slots = int((routes.n_stops[rows] + 2).max())
+    routes, owner = _grow(routes, owner, n_slots)
     if method == "cuda":
         from kernels._route_edit_cuda import insert_orders_cuda
 

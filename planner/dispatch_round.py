@@ -262,7 +262,8 @@ class _Picks:
 
     rider : int64[K] (index into the pass's riders), order : int64[K] (into its orders);
     pickup_pos, dropoff_pos : int64[K]; cost : float64[K] (ETR-adjusted where a floor is set);
-    ever_feasible : bool[O'] per open order.
+    ever_feasible : bool[O'] per open order; stops : int64[K] stops on each picked rider's
+    route before the pass (how wide the routes grow, known on the host).
     """
 
     rider: np.ndarray
@@ -271,6 +272,7 @@ class _Picks:
     dropoff_pos: np.ndarray
     cost: np.ndarray
     ever_feasible: np.ndarray
+    stops: np.ndarray
 
 
 def _adjusted(ins: Insertions, order_idx: Any, due: Any, floor: Any, w: float) -> Any:
@@ -304,8 +306,8 @@ def _pass_dense(
     # The picks' entries are gathered where the prices are: on a device only K of each
     # [R, O] array cross to the host, not the arrays, in one copy each way.
     at = tuple(to_device([rider, got], xp))
-    ever, pickup_pos, dropoff_pos, picked_cost = to_host(
-        [ever, ins.pickup_pos[at], ins.dropoff_pos[at], cost[at]], xp
+    ever, pickup_pos, dropoff_pos, picked_cost, stops = to_host(
+        [ever, ins.pickup_pos[at], ins.dropoff_pos[at], cost[at], routes.n_stops[at[0]]], xp
     )
     return _Picks(
         rider=rider,
@@ -314,6 +316,7 @@ def _pass_dense(
         dropoff_pos=dropoff_pos.astype(np.int64),
         cost=picked_cost.astype(np.float64),
         ever_feasible=ever,
+        stops=stops.astype(np.int64),
     )
 
 
@@ -383,6 +386,7 @@ def _pass_certified(
         dropoff_pos=ins.dropoff_pos.astype(np.int64),
         cost=np.asarray(_adjusted(ins, got, orders.due, floor, w), np.float64),
         ever_feasible=picked.ever_feasible,
+        stops=routes.n_stops[rider].astype(np.int64),
     )
 
 
@@ -483,7 +487,14 @@ def solve_round(
                 xp,
             )
             routes, owner = insert_orders(
-                routes, owner, at_rows, orders.take(at_orders), pickup_pos, dropoff_pos, keys
+                routes,
+                owner,
+                at_rows,
+                orders.take(at_orders),
+                pickup_pos,
+                dropoff_pos,
+                keys,
+                n_slots=int(picks.stops.max()) + 2,
             )
             rider_of[order_idx] = rows
             taken[rows] += 1
