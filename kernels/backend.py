@@ -102,10 +102,10 @@ def to_numpy(a: Any) -> np.ndarray:
     return get() if callable(get) else np.asarray(a)
 
 
-def device_wait(xp: ModuleType) -> Callable[[], object] | None:
-    """For CuPy, the current stream's ``synchronize`` (what a stage timer calls so that the
-    device work a stage queued is counted in it); None for NumPy, whose work is done when
-    its call returns."""
+def device_clock(xp: ModuleType) -> tuple[Callable[[], Any], Callable[[Any, Any], float]] | None:
+    """For CuPy, what times work on its stream without waiting for it: a new event, and the
+    milliseconds between two recorded events (``planner.stage_times``); None for NumPy, whose
+    work is done when its call returns (the wall clock times it)."""
     if xp is np:
         return None
-    return xp.cuda.get_current_stream().synchronize
+    return xp.cuda.Event, xp.cuda.get_elapsed_time

@@ -41,7 +41,7 @@ from kernels.assign import assign
 from kernels.backend import (
     array_module,
     backend_for_round,
-    device_wait,
+    device_clock,
     module_for,
     to_numpy,
 )
@@ -437,7 +437,7 @@ def solve_round(
     """
     routes, orders, owner = arrays.routes, arrays.orders, arrays.owner
     xp = routes.xp
-    times = StageTimes(*SOLVE_STEPS, wait=device_wait(xp))
+    times = StageTimes(*SOLVE_STEPS, device=device_clock(xp))
     w = weights.late_weight
     base = schedule(routes)
     n_routes, n_orders = routes.shape[0], len(orders)

@@ -74,6 +74,8 @@ def test_a_pass_crosses_in_one_copy_each_way(device):
             ("d2h", "kernels/backend.py"): 1,
         }
     )
+    # The stages are timed by events on the device's stream, read once at the end.
+    assert CROSSINGS.waits == 1
     # The bytes in are the round and the first pairs' index (int64 rider and order, 96 a
     # order); the rest are a few kilobytes. The answer is smaller than the round.
     first_pairs = 300 * DEVICE_FIRST_PAIRS * 16
