@@ -5,9 +5,11 @@ an order's times, the clock span of a round. The domain types check one value at
 binds both.
 
 What the kernels need to compute at all; the API's tighter ranges on top are
-``domain.bounds``. Rules over a round's structure (ids unique, routes made of their rider's
-orders, the picked-up load) are stated by the types (``domain.types``) and held equal to the
-columns' form by ``tests/planner/test_rider_columns.py``.
+``domain.bounds``. The structure of a rider's route is stated here too, as data
+(``ROUTE_STOPS``: the stops each carried order has on it), which ``Rider`` reads for one
+rider and the columns for all; the simpler structural rules (ids unique, ``picked_up`` among
+the rider's orders, the picked-up load within the capacity and ``LOAD_TOLERANCE``) are one
+comparison each in both forms, held equal by ``tests/planner/test_rider_columns.py``.
 """
 
 from __future__ import annotations
@@ -89,3 +91,14 @@ CLOCK_FIELDS = ("created_at", "ready_at", "promised_at", "available_at")
 def clock_span(now: float) -> Range:
     """The range a round's times keep at ``now``."""
     return Range(now - MAX_CLOCK_SPAN_S, now + MAX_CLOCK_SPAN_S)
+
+
+#: The stops a carried order has on its rider's route, in route order, by whether it is
+#: picked up (``Rider.picked_up``): both ends while the food is still to be collected, the
+#: drop-off alone once it is on board. Kinds by ``domain.StopKind``'s values.
+ROUTE_STOPS: dict[bool, tuple[str, ...]] = {
+    False: ("pickup", "dropoff"),
+    True: ("dropoff",),
+}
+#: The most stops ``ROUTE_STOPS`` gives an order (the columns' check counts up to it).
+MAX_STOPS_PER_ORDER = max(map(len, ROUTE_STOPS.values()))

@@ -24,6 +24,7 @@ from domain.rules import (
     MAX_CLOCK_SPAN_S,
     ORDER,
     RIDER,
+    ROUTE_STOPS,
     clock_span,
 )
 
@@ -202,13 +203,11 @@ class Rider:
                 raise ValueError(f"rider {self.id}: route stop for unknown order {stop.order_id}")
             seen[stop.order_id].append(stop.kind)
         for oid, kinds in seen.items():
-            want = (
-                [StopKind.DROPOFF] if oid in self.picked_up else [StopKind.PICKUP, StopKind.DROPOFF]
-            )
+            want = list(ROUTE_STOPS[oid in self.picked_up])
             if kinds != want:
                 raise ValueError(
                     f"rider {self.id}: order {oid} must appear on the route as "
-                    f"{[k.value for k in want]}, got {[k.value for k in kinds]}"
+                    f"{want}, got {[k.value for k in kinds]}"
                 )
         if self.onboard_load > self.capacity + LOAD_TOLERANCE:
             raise ValueError(

@@ -25,7 +25,16 @@ from typing import Any, Protocol
 import numpy as np
 
 from domain import StopKind
-from domain.rules import FINITE, LOAD_TOLERANCE, ORDER, POSITION, RIDER, clock_span
+from domain.rules import (
+    FINITE,
+    LOAD_TOLERANCE,
+    MAX_STOPS_PER_ORDER,
+    ORDER,
+    POSITION,
+    RIDER,
+    ROUTE_STOPS,
+    clock_span,
+)
 
 #: The columns of ``RiderColumns.head``.
 HEAD_FIELDS = ("lat", "lng", "speed_mps", "capacity", "available_at")
@@ -66,6 +75,18 @@ _CARRIED_RULES = tuple(
     (i, POSITION[name.split("_")[1]] if name.endswith(("_lat", "_lng")) else ORDER[name])
     for i, name in enumerate(CARRIED_FIELDS)
 )
+#: ``domain.rules.ROUTE_STOPS`` as arrays, by picked (0, 1): how many stops, and whether the
+#: k-th is a pickup.
+_STOPS_LEN = np.array([len(ROUTE_STOPS[p]) for p in (False, True)], np.int64)
+_STOPS_PICKUP = np.array(
+    [
+        [k < len(ROUTE_STOPS[p]) and ROUTE_STOPS[p][k] == StopKind.PICKUP for k in range(2)]
+        for p in (False, True)
+    ],
+    np.bool_,
+)
+if MAX_STOPS_PER_ORDER != 2:  # _routes_obey_rules tells an order's stops apart as first or not
+    raise RuntimeError("the columns' route check reads at most two stops an order")
 #: ``obeys_domain_rules`` passes a picked-up load only this far (relative) under the
 #: capacity: summed in another order than ``Rider.onboard_load`` sums it, the load may differ
 #: from that one by a few units in the last place per order.
@@ -249,18 +270,18 @@ def _routes_obey_rules(cols: RiderColumns, n_riders: int, n_carried: int) -> boo
         return False
     if not (cols.carried_rider[named] == cols.picked_by).all():
         return False
+    # Each carried order's stops, in route order, are ROUTE_STOPS[picked]: as many, and the
+    # k-th of each the kind the table says (an order's stops are on one route, so the stops'
+    # order is its route order).
     picked = cols.picked
-    at_pickup = cols.stop_pickup
-    pickups = np.bincount(rows[at_pickup], minlength=n_carried)
-    dropoffs = np.bincount(rows[~at_pickup], minlength=n_carried)
-    if not ((pickups == ~picked) & (dropoffs == 1)).all():
+    want_len = _STOPS_LEN[picked.astype(np.int64)]
+    if not (np.bincount(rows, minlength=n_carried) == want_len).all():
         return False
     where = np.arange(len(rows))
-    pickup_at = np.full(n_carried, -1, np.int64)
-    dropoff_at = np.full(n_carried, -1, np.int64)
-    pickup_at[rows[at_pickup]] = where[at_pickup]
-    dropoff_at[rows[~at_pickup]] = where[~at_pickup]
-    if not (picked | (pickup_at < dropoff_at)).all():
+    first = np.empty(n_carried, np.int64)
+    first[rows[::-1]] = where[::-1]  # each order's first stop (the last write wins)
+    nth = (where != first[rows]).astype(np.int64)  # 0 or 1: MAX_STOPS_PER_ORDER is 2
+    if not (_STOPS_PICKUP[picked[rows].astype(np.int64), nth] == cols.stop_pickup).all():
         return False
     load = cols.onboard_load() * (1.0 + LOAD_MARGIN)
     return bool((load <= cols.head[:, CAPACITY] + LOAD_TOLERANCE).all())

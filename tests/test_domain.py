@@ -189,3 +189,10 @@ def test_a_rule_holds_for_one_value_as_for_a_column(rule, value, holds):
 
     assert RIDER[rule].holds(value) is holds
     assert RIDER[rule].holds_all(np.array([1.0, value])) is (holds and RIDER[rule].holds(1.0))
+
+
+def test_the_route_rule_names_the_stop_kinds():
+    from domain import StopKind
+    from domain.rules import ROUTE_STOPS
+
+    assert {kind for stops in ROUTE_STOPS.values() for kind in stops} == {k.value for k in StopKind}
