@@ -56,6 +56,24 @@ def test_the_gpu_round_plans_what_the_host_round_plans(device, riders, orders, p
     assert gpu.routes == host.routes
 
 
+@pytest.mark.parametrize("variant", ["etr_floor", "candidate_riders", "dense", "max_route_stops"])
+def test_every_kind_of_gpu_pass_plans_what_the_host_plans(device, variant):
+    weights = {
+        "candidate_riders": DispatchWeights(candidate_riders=8),
+        "max_route_stops": DispatchWeights(max_route_stops=6, max_orders_per_rider=2),
+    }.get(variant, DispatchWeights())
+    round_ = generate_round(200, 150, seed=4, weights=weights)
+    kwargs = {
+        "etr_floor": {"etr_minutes": np.random.default_rng(4).uniform(5, 40, 150)},
+        "dense": {"dense": True},
+    }.get(variant, {})
+    plans = [dispatch_round(round_, backend=b, **kwargs) for b in ("numpy", "cupy")]
+    picks = [{a.order_id: a.rider_id for a in p.assignments} for p in plans]
+    assert plans[1].backend == "cupy" and picks[0] == picks[1]
+    assert plans[0].cost.total == plans[1].cost.total
+    assert plans[0].routes == plans[1].routes
+
+
 def test_a_pass_crosses_in_one_copy_each_way(device):
     round_ = generate_round(1000, 300, seed=2)
     _, arrays = round_arrays(round_)
