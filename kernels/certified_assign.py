@@ -44,7 +44,7 @@ import numpy as np
 
 from kernels.backend import array_module, to_numpy
 from kernels.sparse_assign import sparse_assignment
-from kernels.transfers import to_device
+from kernels.transfers import to_device, to_host
 
 ABS_TOL = 1e-3
 REL_TOL = 1e-5
@@ -194,8 +194,9 @@ class DeviceCosts:
         if self._host is not None:
             return self._host.finite_of(orders)
         xp = self.xp
-        sel, rider = xp.nonzero(xp.isfinite(self.bound_t[xp.asarray(orders)]))
-        rider, order = to_numpy(rider).astype(np.int64), orders[to_numpy(sel)].astype(np.int64)
+        (rows,) = to_device([orders], xp)
+        sel, rider = to_host(xp.nonzero(xp.isfinite(self.bound_t[rows])), xp)
+        rider, order = rider.astype(np.int64), orders[sel].astype(np.int64)
         by = np.lexsort((order, rider))  # rider by rider, as the host scan gives them
         return rider[by], order[by]
 

@@ -128,9 +128,8 @@ def test_nan_and_bad_shapes_are_rejected():
         assign(np.zeros((1, 1), np.float32), method="greedy")
 
 
-@pytest.mark.gpu
-def test_auction_on_gpu_matches_exact():
-    import cupy
+def test_auction_on_a_device_matches_exact(device):
+    cupy = device
 
     cost = random_cost(11, 200, 80)
     want = objective(cost, assign(cost))

@@ -159,15 +159,12 @@ def test_more_orders_than_riders_can_take_is_handed_back():
     assert certified_assign(costs, costs.price) is None
 
 
-@pytest.mark.gpu
-def test_device_costs_on_a_gpu():
-    import cupy
-
+def test_device_costs_on_a_device(device):
     from planner import generate_round, pack_round
 
     packed = pack_round(generate_round(400, 150, seed=4))
     cost = insertion_costs(packed.routes, packed.orders, late_weight=4.0).cost
-    costs = DeviceCosts(cupy.asarray(cost))
+    costs = DeviceCosts(device.asarray(cost))
     got = certified_assign(costs, costs.price)
     assert got is not None
     assert_optimal(cost, got)

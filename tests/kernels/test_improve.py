@@ -116,9 +116,8 @@ def test_the_cuda_search_on_the_host_is_bit_equal_to_the_compiled_one(tmp_path: 
         assert same_routes(cuda, cuda_owner, jit[0], jit[1])
 
 
-@pytest.mark.gpu
-def test_one_launch_on_the_gpu_is_bit_equal_to_the_compiled_search():
-    import cupy
+def test_one_launch_on_a_device_is_bit_equal_to_the_compiled_search(device):
+    cupy = device
 
     for routes, owner, rows, w in rounds(6):
         dev = improve(

@@ -106,12 +106,11 @@ def test_route_context_twin_equals_numpy(seed):
         assert np.array_equal(getattr(want, f), getattr(got, f)), f
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(6))
-def test_the_cuda_route_context_is_bit_equal_to_the_array_code(seed):
+def test_the_cuda_route_context_is_bit_equal_to_the_array_code(device, seed):
     """One thread per route (``orml_route_context``) gives the array code's numbers on the
     same device, and the compiled CPU twin's on the host."""
-    import cupy
+    cupy = device
 
     from kernels._insertion_costs_jit import route_context_jit
     from kernels.insertion_costs import route_context
@@ -279,11 +278,10 @@ def test_cuda_source_on_host_is_bit_exact_with_numpy(harness: Path, tmp_path: Pa
         assert np.array_equal(getattr(fast, f), getattr(cuda, f)), f
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(4))
-def test_cupy_kernel_equals_numpy(seed):
+def test_cupy_kernel_equals_numpy(device, seed):
     """On a GPU: costs within 1e-4 relative, identical positions."""
-    import cupy
+    cupy = device
 
     from planner import generate_round, pack_round
 

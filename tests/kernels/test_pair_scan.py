@@ -1,6 +1,7 @@
 """``pair_scan.cu``: each order's k cheapest riders and the pairs below the duals, on the device,
 give the pairs their host twins give (``_pair_scan_jit``), in the same order; the source
-compiles for the cards we place on without a GPU."""
+compiles for the cards we place on without a GPU. Each device test runs on a GPU and on the
+CPU's CuPy stand-in (its launchers for real, the kernels as the stand-in's emulators)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,11 @@ def test_the_scans_compile_for_hopper_and_turing(tmp_path: Path):
         assert "orml_top_candidates" in ptx and "orml_below_duals" in ptx
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(6))
-def test_top_candidates_on_the_device_are_the_host_scans(seed):
-    import cupy
-
+def test_top_candidates_on_the_device_are_the_host_scans(device, seed):
     from kernels._pair_scan_cuda import top_candidates_cuda
+
+    cupy = device
 
     cost, u, v = prices(seed, 700)
     n_orders = cost.shape[1]
@@ -54,12 +54,11 @@ def test_top_candidates_on_the_device_are_the_host_scans(seed):
     assert np.array_equal(got[0], rows) and np.array_equal(got[1], orders[cols])
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(6))
-def test_pairs_below_the_duals_on_the_device_are_the_host_scans(seed):
-    import cupy
-
+def test_pairs_below_the_duals_on_the_device_are_the_host_scans(device, seed):
     from kernels._pair_scan_cuda import below_duals_cuda
+
+    cupy = device
 
     cost, u, v = prices(seed, 900)
     rows, cols, count = below_serial(cost, u, v, ABS_TOL, REL_TOL, 1, cost.size)
@@ -71,19 +70,16 @@ def test_pairs_below_the_duals_on_the_device_are_the_host_scans(seed):
     assert n == count and (rider.size == 0 or count == 0)
 
 
-@pytest.mark.gpu
-def test_a_certified_pass_over_device_prices_is_the_host_twins_answer():
-    import cupy
-
+def test_a_certified_pass_over_device_prices_is_the_host_twins_answer(device):
     from kernels.insertion_costs import insertion_costs
     from planner import generate_round, pack_round
 
     packed = pack_round(generate_round(700, 250, seed=9))
     cost = insertion_costs(packed.routes, packed.orders, late_weight=4.0).cost
-    device = DeviceCosts(cupy.asarray(cost))
+    on_device = DeviceCosts(device.asarray(cost))
     host = DeviceCosts(cost)
     assert isinstance(host._host, HostBounds)
-    got = certified_assign(device, device.price, first=24)
+    got = certified_assign(on_device, on_device.price, first=24)
     want = certified_assign(host, host.price, first=24)
     assert got is not None and want is not None
     assert np.array_equal(got.rider_of, want.rider_of)

@@ -92,12 +92,11 @@ def test_the_cuda_walks_need_cupy_arrays():
         route_context(routes, method="fast")
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("seed", range(6))
-def test_the_cuda_walk_is_bit_equal_to_the_array_loop(seed):
+def test_the_cuda_walk_is_bit_equal_to_the_array_loop(device, seed):
     """One thread per route (``orml_schedule_walk``) answers what the array loop does on the
     same device, NaN padding included, on adversarial batches and generated rounds."""
-    import cupy
+    cupy = device
 
     from planner import generate_round
     from planner.dispatch_round import round_arrays
