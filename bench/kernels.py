@@ -182,7 +182,7 @@ def bench_improve(n_riders: int, repeats: int, log) -> list[dict]:
                     import cupy
 
                     cupy.cuda.get_current_stream().synchronize()
-                return moves
+                return int(moves)  # on CuPy a device scalar
 
             row["moves"] = run()
             row[f"{'loop' if method == 'loop' else 'one_call'}_ms"] = (
