@@ -443,3 +443,43 @@ def _forget_built_kernels() -> None:
         _pair_scan_cuda._module,
     ):
         cached.cache_clear()
+
+
+def report(sizes: list[tuple[int, int]]) -> str:
+    """A table of what one GPU round of each size (riders x orders, seeded) makes cross,
+    counted on this stand-in."""
+    import warnings
+
+    from kernels.backend import cupy_available
+    from planner import dispatch_round, generate_round
+
+    lines = [
+        "| round | copies in (MB) | copies out (MB) | host syncs | waits | device operations "
+        "(the project's kernels) |",
+        "|---|---|---|---|---|---|",
+    ]
+    with installed(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        cupy_available()
+        for riders, orders in sizes:
+            round_ = generate_round(riders, orders, seed=2)
+            CROSSINGS.reset()
+            dispatch_round(round_, backend="cupy")
+            c = CROSSINGS
+            lines.append(
+                f"| {riders} x {orders} | {c.h2d} ({c.h2d_bytes / 1e6:.2f}) | {c.d2h} "
+                f"({c.d2h_bytes / 1e6:.2f}) | {c.syncs} | {c.waits} | {c.operations} "
+                f"({sum(c.launches.values())}) |"
+            )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import sys
+
+    # python -m tests.kernels.counting_cupy 300x100 1000x300 5000x2000 (the package's own
+    # module, not this __main__ copy, holds the registered kernels)
+    from tests.kernels.counting_cupy import report as package_report
+
+    sizes = [tuple(int(n) for n in s.split("x")) for s in sys.argv[1:]]
+    print(package_report(sizes))  # type: ignore[arg-type]
