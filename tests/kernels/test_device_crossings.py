@@ -27,7 +27,7 @@ from .counting_cupy import CROSSINGS, DeviceArray, installed
 
 
 @pytest.fixture
-def device():
+def stand_in():
     with installed() as cupy, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # inf - inf in the scans' twins
         cupy_available()  # the backend's probe of the device: once a process, not the round's
@@ -44,7 +44,7 @@ def _plan(round_, backend):
     ("riders", "orders", "per_rider"),
     [(300, 100, 1), (1000, 300, 1), (40, 90, 1), (300, 600, 3)],
 )
-def test_the_gpu_round_plans_what_the_host_round_plans(device, riders, orders, per_rider):
+def test_the_gpu_round_plans_what_the_host_round_plans(stand_in, riders, orders, per_rider):
     round_ = generate_round(
         riders, orders, seed=2, weights=DispatchWeights(max_orders_per_rider=per_rider)
     )
@@ -57,7 +57,7 @@ def test_the_gpu_round_plans_what_the_host_round_plans(device, riders, orders, p
 
 
 @pytest.mark.parametrize("variant", ["etr_floor", "candidate_riders", "dense", "max_route_stops"])
-def test_every_kind_of_gpu_pass_plans_what_the_host_plans(device, variant):
+def test_every_kind_of_gpu_pass_plans_what_the_host_plans(stand_in, variant):
     weights = {
         "candidate_riders": DispatchWeights(candidate_riders=8),
         "max_route_stops": DispatchWeights(max_route_stops=6, max_orders_per_rider=2),
@@ -74,7 +74,7 @@ def test_every_kind_of_gpu_pass_plans_what_the_host_plans(device, variant):
     assert plans[0].routes == plans[1].routes
 
 
-def test_a_pass_crosses_in_one_copy_each_way(device):
+def test_a_pass_crosses_in_one_copy_each_way(stand_in):
     round_ = generate_round(1000, 300, seed=2)
     _, arrays = round_arrays(round_)
     plan, _ = _plan(round_, "cupy")
@@ -101,7 +101,7 @@ def test_a_pass_crosses_in_one_copy_each_way(device):
     assert CROSSINGS.d2h_bytes < arrays.nbytes
 
 
-def test_each_further_pass_adds_the_same_crossings(device):
+def test_each_further_pass_adds_the_same_crossings(stand_in):
     counts = {}
     for per_rider in (1, 3):
         CROSSINGS.reset()
@@ -116,8 +116,8 @@ def test_each_further_pass_adds_the_same_crossings(device):
     assert CROSSINGS.by_file()[("h2d", "kernels/transfers.py")] == CROSSINGS.h2d
 
 
-def test_device_arrays_keep_cupys_rules(device):
-    a = device.asarray(np.arange(4, dtype=np.float32))
+def test_device_arrays_keep_cupys_rules(stand_in):
+    a = stand_in.asarray(np.arange(4, dtype=np.float32))
     assert CROSSINGS.h2d == 1
     with pytest.raises(TypeError):
         np.asarray(a)
@@ -131,8 +131,8 @@ def test_device_arrays_keep_cupys_rules(device):
 
 
 @pytest.mark.parametrize("module", ["numpy", "device"])
-def test_a_batch_crosses_in_one_copy_and_lands_whole(device, module):
-    xp = np if module == "numpy" else device
+def test_a_batch_crosses_in_one_copy_and_lands_whole(stand_in, module):
+    xp = np if module == "numpy" else stand_in
     host = [
         np.arange(6, dtype=np.float32).reshape(2, 3),
         np.array([True, False, True]),
