@@ -1,11 +1,13 @@
 """The edge of the largest round: a dispatch at the configured limits over HTTP and gRPC vs
 in-process.
 
-    python bench/big_round.py [--quick] [--repeat 5] [--json PATH] [--out DIR]
+    python bench/big_round.py [--quick] [--repeat 5] [--lanes] [--json PATH] [--out DIR]
 
 One 5000-rider x 2000-order round (deploy.yaml's limits; --quick: 2000 x 800), planned
 ``--repeat`` times over HTTP and over gRPC (``orml.v1.Orml/Dispatch``, the message built and
-serialized once, as the HTTP body is) by the app as deploy.yaml runs it on the CPU, and in this
+serialized once, as the HTTP body is) by the app as deploy.yaml runs it on the CPU (with
+``--lanes``: as ``orml serve`` runs it, HAProxy's admission lanes in front of the Ingress
+replicas' own listeners), and in this
 process (``dispatch_round``), alternating (the host is shared and noisy: medians); each answer
 is parsed after its clock stops. In process twice:
 the same plan as served (the ETR model's minutes from the same ONNX model in this process,
@@ -45,6 +47,7 @@ from planner.round_to_arrays import PackedRound
 from serve_app.config import DispatchAppArgs
 from serve_app.grpc_api import convert, round_message
 from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.http.routes import lane_capacities
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels
 
@@ -52,6 +55,12 @@ from serve_app.schemas import DispatchRequest, RequestModels
 def main() -> None:
     ap = parser(__doc__, "a 2000 x 800 round, three repeats")
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--lanes",
+        action="store_true",
+        help="the app as orml serve runs it: HAProxy's admission lanes in front and the "
+        "Ingress replicas' own listeners behind them (default: as deploy.yaml, Serve's)",
+    )
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     riders, orders = (2000, 800) if args.quick else (5000, 2000)
@@ -71,8 +80,10 @@ def main() -> None:
 
     rows = []
     headers = {"content-type": "application/json", "x-timeout-ms": "120000"}
-    with local.local_serve(num_cpus=4, namespace="bench-big") as ep:
-        local.run_app(DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime"))
+    app_args = DispatchAppArgs(backend="numpy", etr_runtime="onnxruntime")
+    lanes = lane_capacities(app_args.admission) if args.lanes else None
+    with local.local_serve(num_cpus=4, namespace="bench-big", haproxy_lanes=lanes) as ep:
+        local.run_app(app_args)
         local.wait_ready(ep.http)
         channel = grpc.insecure_channel(
             ep.grpc, options=[("grpc.max_receive_message_length", 64 << 20)]
@@ -168,6 +179,7 @@ def main() -> None:
                     "ratio_grpc": ratio_grpc,
                     "ratio_no_etr": ratio_no_etr,
                     "body_to_arrays": to_arrays,
+                    "front": "orml serve's lanes" if args.lanes else "deploy.yaml's",
                 },
                 indent=1,
             )
