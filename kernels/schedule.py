@@ -60,25 +60,38 @@ def schedule(routes: RouteArrays, method: str = "auto") -> Schedule:
     still loading, see ``kernels.compiled``, else the array loop; for CuPy one CUDA thread per
     route), "jit" (NumPy only), "cuda" (CuPy only) or "loop" (any ``xp``). Raises ValueError on
     malformed arrays (see ``RouteArrays.check``) or an unknown method."""
+    return _finish(routes, *_walked(routes, method))
+
+
+def route_totals(routes: RouteArrays) -> tuple[Any, Any, Any]:
+    """What a solve reads of ``schedule(routes)``: arrival float32[R, L], travel and total
+    lateness float32[R], the same numbers, without the loads and the feasibility (on a GPU, a
+    few device operations instead of some thirty). Raises as ``schedule``."""
+    arrival, _, travel, _ = _walked(routes, "auto")
+    return arrival, travel, _lateness(routes, arrival).sum(axis=1).astype(routes.xp.float32)
+
+
+def _walked(routes: RouteArrays, method: str) -> tuple[Any, Any, Any, Any]:
+    """The walk by ``method`` (``schedule``'s): arrival, departure, travel, last departure."""
     routes.check()
     xp = routes.xp
     if method == "auto":
         method = ("loop" if compiled.warming() else "jit") if xp is np else "cuda"
     if method == "loop":
-        return _finish(routes, *_walk(routes))
+        return _walk(routes)
     if method == "cuda":
         if xp is np:
             raise ValueError("method 'cuda' runs on CuPy arrays only")
         from kernels._insertion_costs_cuda import walk_cuda
 
-        return _finish(routes, *walk_cuda(routes))
+        return walk_cuda(routes)
     if method != "jit":
         raise ValueError(f"unknown method {method!r}: expected 'auto', 'jit', 'cuda' or 'loop'")
     if xp is not np:
         raise ValueError("method 'jit' runs on NumPy arrays only")
     from kernels._schedule_jit import walk_jit
 
-    return _finish(routes, *walk_jit(routes))
+    return walk_jit(routes)
 
 
 def _walk(routes: RouteArrays) -> tuple[Any, Any, Any, Any]:
@@ -105,11 +118,23 @@ def _walk(routes: RouteArrays) -> tuple[Any, Any, Any, Any]:
     return arrival, departure, travel, t
 
 
+def _used(routes: RouteArrays) -> Any:
+    """bool[R, L]: the slots a route's stops fill."""
+    return routes.xp.arange(routes.shape[1])[None, :] < routes.n_stops[:, None]
+
+
+def _lateness(routes: RouteArrays, arrival: Any) -> Any:
+    """float32[R, L]: max(0, arrival - due) at each stop, 0 in padding."""
+    xp = routes.xp
+    late = xp.where(_used(routes), xp.maximum(arrival - routes.stop_due, 0), 0)
+    return late.astype(xp.float32)
+
+
 def _finish(routes: RouteArrays, arrival: Any, departure: Any, travel: Any, t: Any) -> Schedule:
     xp = routes.xp
     f32 = xp.float32
-    used = xp.arange(routes.shape[1])[None, :] < routes.n_stops[:, None]
-    late = xp.where(used, xp.maximum(arrival - routes.stop_due, 0), 0).astype(f32)
+    used = _used(routes)
+    late = _lateness(routes, arrival)
     load = (routes.load0[:, None] + xp.cumsum(routes.stop_load, axis=1)).astype(f32)
     load = xp.where(used, load, xp.nan)
     tol = 1e-3

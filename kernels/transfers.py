@@ -50,13 +50,19 @@ def to_device(arrays: Sequence[np.ndarray], xp: ModuleType) -> list[Any]:
 
 
 def to_host(arrays: Sequence[Any], xp: ModuleType) -> list[np.ndarray]:
-    """Device ``arrays`` (of ``xp``) on the host, copied in one transfer: gathered into one
-    device buffer, read back once, each a view of that host copy. On NumPy: the arrays
-    themselves."""
+    """Device ``arrays`` (of ``xp``) on the host, copied in one transfer: their bytes gathered
+    by one concatenation on the device (the widest items first, so that every array starts
+    at a multiple of its own item size with no padding), read back once, each a view of that
+    host copy. On NumPy: the arrays themselves."""
     if xp is np or not arrays:
         return list(arrays)
-    offsets, size = _layout(arrays)
-    gathered = xp.empty(size, xp.uint8)
-    for a, at in zip(arrays, offsets, strict=True):
-        gathered[at : at + int(a.nbytes)] = xp.ascontiguousarray(a).reshape(-1).view(xp.uint8)
-    return _views(gathered.get(), arrays, offsets)
+    order = sorted(range(len(arrays)), key=lambda i: -arrays[i].dtype.itemsize)
+    raw = [xp.ascontiguousarray(arrays[i]).reshape(-1).view(xp.uint8) for i in order]
+    host = xp.concatenate(raw).get()
+    out: list[np.ndarray] = [host] * len(arrays)
+    at = 0
+    for i in order:
+        a = arrays[i]
+        out[i] = host[at : at + int(a.nbytes)].view(a.dtype).reshape(a.shape)
+        at += int(a.nbytes)
+    return out

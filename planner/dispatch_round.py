@@ -56,7 +56,7 @@ from kernels.insertion_bounds import insertion_lower_bounds
 from kernels.insertion_costs import insertion_costs
 from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
-from kernels.schedule import schedule
+from kernels.schedule import route_totals
 from kernels.transfers import to_device, to_host
 from planner.round_to_arrays import PackedRound, pack_round
 from planner.stage_times import StageTimes
@@ -439,7 +439,7 @@ def solve_round(
     xp = routes.xp
     times = StageTimes(*SOLVE_STEPS, device=device_clock(xp))
     w = weights.late_weight
-    base = schedule(routes)
+    base_travel, base_lateness = route_totals(routes)[1:]
     n_routes, n_orders = routes.shape[0], len(orders)
     floor_all = None if etr_floor is None else xp.asarray(etr_floor, dtype=xp.float32)
     rider_of = np.full(n_orders, -1, np.int64)
@@ -506,16 +506,16 @@ def solve_round(
         if improve_routes and changed.size:
             routes, owner, _ = improve(routes, owner, late_weight=w, rows=rows)
     changed_routes = routes.take(rows)
-    after = schedule(changed_routes)
+    arrival, travel, lateness = route_totals(changed_routes)
     # The answer crosses to the host in one copy: the changed routes, their owners and
     # arrivals, and what they add (two device scalars, not two syncs).
     answer = to_host(
         [
             *changed_routes.arrays(),
             owner[rows],
-            after.arrival,
-            after.travel.sum() - base.travel[rows].sum(),
-            after.total_lateness.sum() - base.total_lateness[rows].sum(),
+            arrival,
+            travel.sum() - base_travel[rows].sum(),
+            lateness.sum() - base_lateness[rows].sum(),
         ],
         xp,
     )

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernels._reference import _route, simulate
-from kernels.schedule import Schedule, schedule
+from kernels.schedule import Schedule, route_totals, schedule
 from tests.kernels.cases import random_batch
 
 
@@ -110,3 +110,16 @@ def test_the_cuda_walk_is_bit_equal_to_the_array_loop(device, seed):
             a, b = getattr(loop, name).get(), getattr(cuda, name).get()
             assert a.dtype == b.dtype and a.shape == b.shape, name
             assert np.array_equal(a, b, equal_nan=True), name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_totals_a_solve_reads_are_the_schedules(seed):
+    routes, _ = random_batch(seed, 50, 0, 1 + 3 * seed)
+    full = schedule(routes)
+    arrival, travel, lateness = route_totals(routes)
+    for got, want in (
+        (arrival, full.arrival),
+        (travel, full.travel),
+        (lateness, full.total_lateness),
+    ):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

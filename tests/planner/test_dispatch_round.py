@@ -162,7 +162,7 @@ def test_unpack_runs_no_route_kernel(monkeypatch):
     def no_kernel(*args, **kwargs):
         raise AssertionError("unpack ran a route kernel")
 
-    monkeypatch.setattr(module, "schedule", no_kernel)
+    monkeypatch.setattr(module, "route_totals", no_kernel)
     plan = module.build_plan(packed, assigned, round_.weights.late_weight)
     check_plan(round_, plan)
     assert plan.routes.keys() == {round_.riders[r].id for r in assigned.changed}
