@@ -43,17 +43,19 @@ def launch_values(
     dropoff_pos: Any,
     keys: Any,
     xp: Any,
+    fresh: bool = False,
 ) -> dict[str, Any]:
     """Every argument of ``orml_insert_orders`` by name (any ``xp``, so that the names are
-    checked on machines without a GPU): the edited arrays are fresh copies of ``routes`` (already
-    wide enough) and ``owner``."""
+    checked on machines without a GPU): the edited arrays are copies of ``routes`` (already
+    wide enough) and ``owner``, or, where they are ``fresh`` (just grown: nobody else holds
+    them), those arrays themselves."""
     c = xp.ascontiguousarray
     return {
         "rows": c(rows, xp.int64),
         "n_rows": xp.int32(rows.shape[0]),
         "n_slots": xp.int32(routes.shape[1]),
-        **{name: xp.array(getattr(routes, name), copy=True) for name in STOP_ARRAYS},
-        "owner": xp.array(owner, xp.int32, copy=True),
+        **{name: xp.array(getattr(routes, name), copy=not fresh) for name in STOP_ARRAYS},
+        "owner": xp.array(owner, xp.int32, copy=not fresh),
         "n_stops": xp.array(routes.n_stops, copy=True),
         "insert_limit": xp.array(routes.insert_limit, copy=True),
         **{name: c(getattr(orders, name)) for name in OrderArrays.__dataclass_fields__},
@@ -71,12 +73,15 @@ def insert_orders_cuda(
     pickup_pos: Any,
     dropoff_pos: Any,
     keys: Any,
+    fresh: bool = False,
 ) -> tuple[RouteArrays, Any]:
-    """``route_edit.insert_orders`` for CuPy arrays, routes already grown: new (routes, owner),
-    one launch."""
+    """``route_edit.insert_orders`` for CuPy arrays, routes already grown (``fresh``: the
+    stop arrays and owner are new, edited in place): new (routes, owner), one launch."""
     import cupy
 
-    values = launch_values(routes, owner, rows, orders, pickup_pos, dropoff_pos, keys, cupy)
+    values = launch_values(
+        routes, owner, rows, orders, pickup_pos, dropoff_pos, keys, cupy, fresh=fresh
+    )
     n_rows = int(rows.shape[0])
     args = tuple(values[name] for name in kernel_parameters())
     _kernel()(((n_rows + _BLOCK - 1) // _BLOCK,), (_BLOCK,), args)

@@ -143,13 +143,30 @@ class RouteArrays(_ArrayBatch):
             load0=xp.zeros(n_routes, f),
             n_stops=xp.zeros(n_routes, xp.int32),
             insert_limit=xp.zeros(n_routes, xp.int32),
-            stop_xy=xp.zeros((n_routes, n_slots, 2), f),
-            stop_ready=xp.full((n_routes, n_slots), -xp.inf, f),
-            stop_due=xp.full((n_routes, n_slots), xp.inf, f),
-            stop_latest=xp.full((n_routes, n_slots), xp.inf, f),
-            stop_service=xp.zeros((n_routes, n_slots), f),
-            stop_load=xp.zeros((n_routes, n_slots), f),
+            **empty_stops(n_routes, n_slots, xp),
         )
+
+
+#: What an unused stop slot holds, per stop array (no place, no ready time, no deadlines, no
+#: service, no load).
+STOP_PADDING = {
+    "stop_xy": 0.0,
+    "stop_ready": -np.inf,
+    "stop_due": np.inf,
+    "stop_latest": np.inf,
+    "stop_service": 0.0,
+    "stop_load": 0.0,
+}
+
+
+def empty_stops(n_routes: int, n_slots: int, xp: ModuleType = np) -> dict[str, Any]:
+    """Every stop array of R routes of L unused slots (``STOP_PADDING``), by name."""
+    return {
+        name: xp.full(
+            (n_routes, n_slots, 2) if name == "stop_xy" else (n_routes, n_slots), fill, xp.float32
+        )
+        for name, fill in STOP_PADDING.items()
+    }
 
 
 @dataclass(frozen=True)

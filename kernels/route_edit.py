@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays
+from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays, empty_stops
 
 
 def _grow(routes: RouteArrays, owner: Any, n_slots: int) -> tuple[RouteArrays, Any]:
@@ -22,10 +22,9 @@ def _grow(routes: RouteArrays, owner: Any, n_slots: int) -> tuple[RouteArrays, A
     if have >= n_slots:
         return routes, owner
     extra = n_slots - have
-    pad = RouteArrays.empty(routes.shape[0], extra, xp)
+    pad = empty_stops(routes.shape[0], extra, xp)
     grown = {
-        name: xp.concatenate([getattr(routes, name), getattr(pad, name)], axis=1)
-        for name in STOP_ARRAYS
+        name: xp.concatenate([getattr(routes, name), pad[name]], axis=1) for name in STOP_ARRAYS
     }
     owner = xp.concatenate([owner, xp.full((owner.shape[0], extra), -1, owner.dtype)], axis=1)
     return replace(routes, **grown), owner
@@ -66,11 +65,14 @@ def insert_orders(
         return routes, owner
     if n_slots is None:  # a read from the device (one scalar): it sizes the new arrays
         n_slots = int((routes.n_stops[rows] + 2).max())
+    grown = routes.shape[1] < n_slots
     routes, owner = _grow(routes, owner, n_slots)
     if method == "cuda":
         from kernels._route_edit_cuda import insert_orders_cuda
 
-        return insert_orders_cuda(routes, owner, rows, orders, pickup_pos, dropoff_pos, keys)
+        return insert_orders_cuda(
+            routes, owner, rows, orders, pickup_pos, dropoff_pos, keys, fresh=grown
+        )
     n_slots = routes.shape[1]
     has_p = orders.has_pickup
     i = xp.where(has_p, pickup_pos, n_slots + 1)[:, None]  # no pickup: a slot never reached
@@ -114,9 +116,9 @@ def insert_orders(
     limit[rows] += added
     # Slots past the end hold padding values again.
     used = xp.arange(n_slots)[None, :] < n_stops[:, None]
-    pad = RouteArrays.empty(1, n_slots, xp)
+    pad = empty_stops(1, n_slots, xp)
     for name in new_vals:
-        fill = getattr(pad, name)
+        fill = pad[name]
         out[name] = xp.where(used[(...,) + (None,) * (out[name].ndim - 2)], out[name], fill)
     new_owner = xp.where(used, new_owner, -1)
     return replace(routes, n_stops=n_stops, insert_limit=limit, **out).check(), new_owner
@@ -141,12 +143,12 @@ def remove_orders(routes: RouteArrays, owner: Any, keys: Any) -> tuple[RouteArra
     n_removed = drop.sum(axis=1).astype(xp.int32)
     n_stops = routes.n_stops - n_removed
     used = xp.arange(n_slots)[None, :] < n_stops[:, None]
-    pad = RouteArrays.empty(1, n_slots, xp)
+    pad = empty_stops(1, n_slots, xp)
     out = {}
     for name in STOP_ARRAYS:
         a = getattr(routes, name)[r, keep_order]
         mask = used[(...,) + (None,) * (a.ndim - 2)]
-        out[name] = xp.where(mask, a, getattr(pad, name))
+        out[name] = xp.where(mask, a, pad[name])
     new_owner = xp.where(used, owner[r, keep_order], -1)
     return (
         replace(
