@@ -55,7 +55,7 @@ __host__ __device__ inline void orml_insert_row(
     const int n_new = n_stops[r] + added;
     for (int s = n_slots - 1; s >= 0; --s) {
         const long long at = base + s;
-        if (s >= n_new) {  // padding, as RouteArrays.empty holds it
+        if (s >= n_new) {  // padding, as kernels/arrays.py STOP_PADDING states it
             orml_put_stop(at, 0.0f, 0.0f, -inf, inf, inf, 0.0f, 0.0f, -1, stop_xy, stop_ready,
                           stop_due, stop_latest, stop_service, stop_load, owner);
         } else if (s == i) {
