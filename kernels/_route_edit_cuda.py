@@ -39,6 +39,7 @@ def launch_values(
     owner: Any,
     rows: Any,
     orders: OrderArrays,
+    order_index: Any,
     pickup_pos: Any,
     dropoff_pos: Any,
     keys: Any,
@@ -52,6 +53,7 @@ def launch_values(
     c = xp.ascontiguousarray
     return {
         "rows": c(rows, xp.int64),
+        "order_of": c(order_index, xp.int64),
         "n_rows": xp.int32(rows.shape[0]),
         "n_slots": xp.int32(routes.shape[1]),
         **{name: xp.array(getattr(routes, name), copy=not fresh) for name in STOP_ARRAYS},
@@ -70,17 +72,19 @@ def insert_orders_cuda(
     owner: Any,
     rows: Any,
     orders: OrderArrays,
+    order_index: Any,
     pickup_pos: Any,
     dropoff_pos: Any,
     keys: Any,
     fresh: bool = False,
 ) -> tuple[RouteArrays, Any]:
     """``route_edit.insert_orders`` for CuPy arrays, routes already grown (``fresh``: the
-    stop arrays and owner are new, edited in place): new (routes, owner), one launch."""
+    stop arrays and owner are new, edited in place), ``orders[order_index[k]]`` into route
+    ``rows[k]``: new (routes, owner), one launch."""
     import cupy
 
     values = launch_values(
-        routes, owner, rows, orders, pickup_pos, dropoff_pos, keys, cupy, fresh=fresh
+        routes, owner, rows, orders, order_index, pickup_pos, dropoff_pos, keys, cupy, fresh=fresh
     )
     n_rows = int(rows.shape[0])
     args = tuple(values[name] for name in kernel_parameters())

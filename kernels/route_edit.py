@@ -40,10 +40,13 @@ def insert_orders(
     keys: Any,
     method: str = "auto",
     n_slots: int | None = None,
+    order_index: Any = None,
 ) -> tuple[RouteArrays, Any]:
     """Insert order k (of ``orders``) into route ``rows[k]`` at (pickup_pos[k], dropoff_pos[k]).
 
-    rows : int[K], distinct route indices; orders : K orders; positions : int[K] as returned by
+    rows : int[K], distinct route indices; orders : K orders, or with ``order_index`` (int[K])
+    any number of them, ``orders[order_index[k]]`` going into route ``rows[k]`` (on a GPU the
+    kernel reads them where they are); positions : int[K] as returned by
     ``insertion_costs`` (in the route before the edit); keys : int[K] owner keys for the new stops.
     method : "auto" (for CuPy the CUDA kernel, ``route_edit.cu``: one launch, a thread per
         edited route; else the array code), "cuda" (CuPy) or "loop" (the array code, any
@@ -70,9 +73,13 @@ def insert_orders(
     if method == "cuda":
         from kernels._route_edit_cuda import insert_orders_cuda
 
+        if order_index is None:
+            order_index = xp.arange(int(rows.shape[0]))
         return insert_orders_cuda(
-            routes, owner, rows, orders, pickup_pos, dropoff_pos, keys, fresh=grown
+            routes, owner, rows, orders, order_index, pickup_pos, dropoff_pos, keys, fresh=grown
         )
+    if order_index is not None:
+        orders = orders.take(order_index)
     n_slots = routes.shape[1]
     has_p = orders.has_pickup
     i = xp.where(has_p, pickup_pos, n_slots + 1)[:, None]  # no pickup: a slot never reached

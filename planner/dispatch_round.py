@@ -490,11 +490,12 @@ def solve_round(
                 routes,
                 owner,
                 at_rows,
-                orders.take(at_orders),
+                orders,
                 pickup_pos,
                 dropoff_pos,
                 keys,
                 n_slots=int(picks.stops.max()) + 2,
+                order_index=at_orders,
             )
             rider_of[order_idx] = rows
             taken[rows] += 1

@@ -181,7 +181,8 @@ def run_route_edit_harness(
     exe: Path, work: Path, routes: RouteArrays, owner: np.ndarray, values: dict[str, np.ndarray]
 ) -> tuple[RouteArrays, np.ndarray]:
     """(routes, owner) as the CUDA source edits them; ``values`` holds the launch's rows,
-    orders, positions and keys by parameter name (``_route_edit_cuda.launch_values``)."""
+    order index, orders, positions and keys by parameter name
+    (``_route_edit_cuda.launch_values``)."""
     work.mkdir(parents=True, exist_ok=True)
     arrays = {name: getattr(routes, name) for name in routes.__dataclass_fields__}
     arrays["owner"] = np.asarray(owner, np.int32)
@@ -189,9 +190,9 @@ def run_route_edit_harness(
     for name, a in arrays.items():
         np.ascontiguousarray(a).tofile(work / f"{name}.bin")
     n_routes, n_slots = routes.shape
-    k = len(values["rows"])
+    k, n_orders = len(values["rows"]), len(values["size"])
     subprocess.run(
-        [str(exe), str(work), str(n_routes), str(n_slots), str(k)],
+        [str(exe), str(work), str(n_routes), str(n_slots), str(k), str(n_orders)],
         check=True,
         capture_output=True,
         text=True,

@@ -110,6 +110,7 @@ def _insert_orders(v: dict[str, Any]) -> None:
         v["dropoff_pos"],
         v["keys"],
         method="loop",
+        order_index=v["order_of"],
     )
     assert got.shape[1] == n_slots, "the launcher grows the routes before the launch"
     for name in (*STOP_ARRAYS, "n_stops", "insert_limit"):

@@ -4,6 +4,7 @@ CuPy stand-in, which runs the launcher for real)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,29 +19,29 @@ from tests.kernels.cuda_host import build_route_edit_harness, compile_ptx, run_r
 
 
 def edits(n: int):
-    """n seeded edits of generated rounds: (routes, owner, rows, orders, pickup_pos,
-    dropoff_pos, keys), some orders already picked up (a drop-off alone), positions anywhere
-    in the route before the edit."""
+    """n seeded edits of generated rounds: (routes, owner, rows, orders, index, pickup_pos,
+    dropoff_pos, keys), ``orders[index[k]]`` into route ``rows[k]``; some orders already picked
+    up (a drop-off alone), positions anywhere in the route before the edit."""
     for seed in range(n):
         rng = np.random.default_rng(seed)
         packed = pack_round(generate_round(60, 40, seed=seed, route_stops=(0, 6)))
         routes, owner = packed.routes, packed.owner
         k = int(rng.integers(1, 30))
         rows = np.sort(rng.choice(routes.shape[0], k, replace=False)).astype(np.int64)
-        orders = packed.orders.take(rng.integers(0, len(packed.orders), k))
-        has_pickup = rng.random(k) < 0.7
-        orders = OrderArrays(**{**orders.__dict__, "has_pickup": has_pickup}).check()
+        has_pickup = rng.random(len(packed.orders)) < 0.7
+        orders = replace(packed.orders, has_pickup=has_pickup).check()
+        index = rng.integers(0, len(orders), k).astype(np.int64)
         stops = routes.n_stops[rows]
         pickup = np.array([rng.integers(0, s + 1) for s in stops], np.int32)
         dropoff = np.array(
             [
                 rng.integers(p if h else 0, s + 1)
-                for p, s, h in zip(pickup, stops, has_pickup, strict=True)
+                for p, s, h in zip(pickup, stops, has_pickup[index], strict=True)
             ],
             np.int32,
         )
         keys = rng.integers(0, 500, k).astype(np.int32)
-        yield routes, owner, rows, orders, pickup, dropoff, keys
+        yield routes, owner, rows, orders, index, pickup, dropoff, keys
 
 
 def same(a: tuple[RouteArrays, np.ndarray], b: tuple[RouteArrays, np.ndarray]) -> bool:
@@ -56,17 +57,25 @@ def same(a: tuple[RouteArrays, np.ndarray], b: tuple[RouteArrays, np.ndarray]) -
 
 
 def test_the_launcher_supplies_every_kernel_parameter():
-    routes, owner, rows, orders, pickup, dropoff, keys = next(edits(1))
-    values = launch_values(routes, owner, rows, orders, pickup, dropoff, keys, np)
+    routes, owner, rows, orders, index, pickup, dropoff, keys = next(edits(1))
+    values = launch_values(routes, owner, rows, orders, index, pickup, dropoff, keys, np)
     assert set(kernel_parameters()) == set(values)
 
 
 def test_methods_are_checked():
-    routes, owner, rows, orders, pickup, dropoff, keys = next(edits(1))
+    routes, owner, rows, orders, index, pickup, dropoff, keys = next(edits(1))
+    taken = orders.take(index)
     with pytest.raises(ValueError, match="CuPy"):
-        insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, method="cuda")
+        insert_orders(routes, owner, rows, taken, pickup, dropoff, keys, method="cuda")
     with pytest.raises(ValueError, match="unknown method"):
-        insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, method="fast")
+        insert_orders(routes, owner, rows, taken, pickup, dropoff, keys, method="fast")
+
+
+def test_an_order_index_reads_the_orders_where_they_are():
+    for routes, owner, rows, orders, index, pickup, dropoff, keys in edits(10):
+        want = insert_orders(routes, owner, rows, orders.take(index), pickup, dropoff, keys)
+        got = insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, order_index=index)
+        assert same(got, want)
 
 
 @pytest.mark.nvcc
@@ -78,14 +87,17 @@ def test_the_cuda_insertion_compiles_for_hopper_and_turing(tmp_path: Path):
 @pytest.mark.nvcc
 def test_the_cuda_insertion_on_the_host_is_bit_equal_to_the_array_code(tmp_path: Path):
     exe = build_route_edit_harness(tmp_path)
-    for i, (routes, owner, rows, orders, pickup, dropoff, keys) in enumerate(edits(40)):
-        want = insert_orders(routes, owner, rows, orders, pickup, dropoff, keys, method="loop")
+    for i, (routes, owner, rows, orders, index, pickup, dropoff, keys) in enumerate(edits(40)):
+        want = insert_orders(
+            routes, owner, rows, orders.take(index), pickup, dropoff, keys, method="loop"
+        )
         grown, grown_owner = _grow(routes, owner, int((routes.n_stops[rows] + 2).max()))
-        values = launch_values(grown, grown_owner, rows, orders, pickup, dropoff, keys, np)
+        values = launch_values(grown, grown_owner, rows, orders, index, pickup, dropoff, keys, np)
         inputs = {
             name: values[name]
             for name in (
                 "rows",
+                "order_of",
                 *OrderArrays.__dataclass_fields__,
                 "pickup_pos",
                 "dropoff_pos",
@@ -98,8 +110,8 @@ def test_the_cuda_insertion_on_the_host_is_bit_equal_to_the_array_code(tmp_path:
 
 def test_one_launch_on_a_device_is_bit_equal_to_the_array_code_and_leaves_its_inputs(device):
     cupy = device
-    for routes, owner, rows, orders, pickup, dropoff, keys in edits(20):
-        want = insert_orders(routes, owner, rows, orders, pickup, dropoff, keys)
+    for routes, owner, rows, orders, index, pickup, dropoff, keys in edits(20):
+        want = insert_orders(routes, owner, rows, orders.take(index), pickup, dropoff, keys)
         dev_routes, dev_owner = routes.to(cupy), cupy.asarray(owner)
         got = insert_orders(
             dev_routes,
@@ -110,6 +122,7 @@ def test_one_launch_on_a_device_is_bit_equal_to_the_array_code_and_leaves_its_in
             cupy.asarray(dropoff),
             cupy.asarray(keys),
             method="cuda",
+            order_index=cupy.asarray(index),
         )
         assert same((got[0].to(np), cupy.asnumpy(got[1])), want)
         assert same((dev_routes.to(np), cupy.asnumpy(dev_owner)), (routes, owner))
