@@ -68,7 +68,8 @@ def route_totals(routes: RouteArrays) -> tuple[Any, Any, Any]:
     lateness float32[R], the same numbers, without the loads and the feasibility (on a GPU, a
     few device operations instead of some thirty). Raises as ``schedule``."""
     arrival, _, travel, _ = _walked(routes, "auto")
-    return arrival, travel, _lateness(routes, arrival).sum(axis=1).astype(routes.xp.float32)
+    late = _lateness(routes, arrival, _used(routes))
+    return arrival, travel, late.sum(axis=1).astype(routes.xp.float32)
 
 
 def _walked(routes: RouteArrays, method: str) -> tuple[Any, Any, Any, Any]:
@@ -123,10 +124,10 @@ def _used(routes: RouteArrays) -> Any:
     return routes.xp.arange(routes.shape[1])[None, :] < routes.n_stops[:, None]
 
 
-def _lateness(routes: RouteArrays, arrival: Any) -> Any:
-    """float32[R, L]: max(0, arrival - due) at each stop, 0 in padding."""
+def _lateness(routes: RouteArrays, arrival: Any, used: Any) -> Any:
+    """float32[R, L]: max(0, arrival - due) at each stop, 0 in padding (``used``: ``_used``)."""
     xp = routes.xp
-    late = xp.where(_used(routes), xp.maximum(arrival - routes.stop_due, 0), 0)
+    late = xp.where(used, xp.maximum(arrival - routes.stop_due, 0), 0)
     return late.astype(xp.float32)
 
 
@@ -134,7 +135,7 @@ def _finish(routes: RouteArrays, arrival: Any, departure: Any, travel: Any, t: A
     xp = routes.xp
     f32 = xp.float32
     used = _used(routes)
-    late = _lateness(routes, arrival)
+    late = _lateness(routes, arrival, used)
     load = (routes.load0[:, None] + xp.cumsum(routes.stop_load, axis=1)).astype(f32)
     load = xp.where(used, load, xp.nan)
     tol = 1e-3

@@ -15,18 +15,17 @@ from typing import Any
 
 import numpy as np
 
-#: Each array starts at a multiple of this many bytes in the buffer (the widest dtype the
-#: kernels read, so every view is aligned for its loads).
-ALIGN = 8
 
-
-def _layout(arrays: Sequence[Any]) -> tuple[list[int], int]:
-    """Each array's byte offset in the buffer, and the buffer's size."""
-    offsets, at = [], 0
-    for a in arrays:
-        offsets.append(at)
-        at += -(-int(a.nbytes) // ALIGN) * ALIGN
-    return offsets, at
+def _layout(arrays: Sequence[Any]) -> tuple[list[int], list[int], int]:
+    """Where each array lies in one byte buffer: the arrays in the order they are laid (the
+    widest items first, so that every array starts at a multiple of its own item size with no
+    padding), each one's byte offset (by the arrays' own order), and the buffer's size."""
+    order = sorted(range(len(arrays)), key=lambda i: -arrays[i].dtype.itemsize)
+    offsets, at = [0] * len(arrays), 0
+    for i in order:
+        offsets[i] = at
+        at += int(arrays[i].nbytes)
+    return order, offsets, at
 
 
 def _views(buffer: Any, arrays: Sequence[Any], offsets: list[int]) -> list[Any]:
@@ -42,27 +41,20 @@ def to_device(arrays: Sequence[np.ndarray], xp: ModuleType) -> list[Any]:
     if xp is np or not arrays:
         return list(arrays)
     host = [np.asarray(a) for a in arrays]
-    offsets, size = _layout(host)
+    order, offsets, size = _layout(host)
     staged = np.empty(size, np.uint8)
-    for a, at in zip(host, offsets, strict=True):
+    for i in order:
+        a, at = host[i], offsets[i]
         staged[at : at + a.nbytes] = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
     return _views(xp.asarray(staged), host, offsets)
 
 
 def to_host(arrays: Sequence[Any], xp: ModuleType) -> list[np.ndarray]:
     """Device ``arrays`` (of ``xp``) on the host, copied in one transfer: their bytes gathered
-    by one concatenation on the device (the widest items first, so that every array starts
-    at a multiple of its own item size with no padding), read back once, each a view of that
-    host copy. On NumPy: the arrays themselves."""
+    by one concatenation on the device, read back once, each a view of that host copy. On
+    NumPy: the arrays themselves."""
     if xp is np or not arrays:
         return list(arrays)
-    order = sorted(range(len(arrays)), key=lambda i: -arrays[i].dtype.itemsize)
+    order, offsets, _ = _layout(arrays)
     raw = [xp.ascontiguousarray(arrays[i]).reshape(-1).view(xp.uint8) for i in order]
-    host = xp.concatenate(raw).get()
-    out: list[np.ndarray] = [host] * len(arrays)
-    at = 0
-    for i in order:
-        a = arrays[i]
-        out[i] = host[at : at + int(a.nbytes)].view(a.dtype).reshape(a.shape)
-        at += int(a.nbytes)
-    return out
+    return _views(xp.concatenate(raw).get(), arrays, offsets)

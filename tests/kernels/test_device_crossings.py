@@ -148,3 +148,23 @@ def test_a_batch_crosses_in_one_copy_and_lands_whole(stand_in, module):
         assert after.dtype == before.dtype and after.shape == before.shape
         np.testing.assert_array_equal(after, before)
     assert (CROSSINGS.h2d, CROSSINGS.d2h) == ((0, 0) if xp is np else (1, 1))
+
+
+def test_seeded_batches_of_every_dtype_and_shape_cross_whole_both_ways(stand_in):
+    dtypes = (np.float64, np.int64, np.float32, np.int32, np.bool_, np.uint8)
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        host = []
+        for _ in range(int(rng.integers(1, 9))):
+            dtype = dtypes[int(rng.integers(len(dtypes)))]
+            shape = tuple(int(n) for n in rng.integers(0, 5, int(rng.integers(0, 4))))
+            a = (rng.random(shape) * 1000).astype(dtype)
+            host.append(a[::2] if a.ndim and rng.random() < 0.3 else a)  # some not contiguous
+        CROSSINGS.reset()
+        moved = to_device(host, stand_in)
+        back = to_host([m * 1 if m.dtype != np.bool_ else m for m in moved], stand_in)
+        assert (CROSSINGS.h2d, CROSSINGS.d2h) == (1, 1), seed
+        for before, device, after in zip(host, moved, back, strict=True):
+            assert device.shape == before.shape and device.dtype == before.dtype, seed
+            assert after.dtype == before.dtype and after.shape == before.shape, seed
+            np.testing.assert_array_equal(after, before)

@@ -87,7 +87,7 @@ def test_the_cuda_insertion_compiles_for_hopper_and_turing(tmp_path: Path):
 @pytest.mark.nvcc
 def test_the_cuda_insertion_on_the_host_is_bit_equal_to_the_array_code(tmp_path: Path):
     exe = build_route_edit_harness(tmp_path)
-    for i, (routes, owner, rows, orders, index, pickup, dropoff, keys) in enumerate(edits(40)):
+    for i, (routes, owner, rows, orders, index, pickup, dropoff, keys) in enumerate(edits(200)):
         want = insert_orders(
             routes, owner, rows, orders.take(index), pickup, dropoff, keys, method="loop"
         )
