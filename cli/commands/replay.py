@@ -51,6 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="judge plans that differ by replaying the next this many minutes on the orders "
         "placed so far (0: by one round's pricing; default: the policy's, 5)",
     )
+    rp.add_argument(
+        "--defer-min",
+        type=int,
+        default=None,
+        help="plan each round once more without the orders ready more than this many minutes "
+        "from now (0: not, the default)",
+    )
     rp.add_argument("--out", type=Path, default=None, help="solution folder (default replay/NAME)")
     rp.add_argument("--url", default=None, help="send every round to this app's /v1/dispatch")
     rp.add_argument(
@@ -90,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
                     ("plans", args.plans),
                     ("reposition_min", args.reposition_min),
                     ("rollout_min", args.rollout_min),
+                    ("defer_min", args.defer_min),
                 )
                 if v is not None
             },

@@ -3,14 +3,15 @@ rollouts or by their schedule's cost. A policy object the day's clock
 (``planner.mdrp.replay``) runs.
 
 The round is planned under up to ``plans`` weight variants (``plan_variants``: other late
-weights, one or two orders per courier, wider or narrower candidate sets), stopping at
-``round_budget_ms``. Plans that make different decisions now are judged by **rollouts**
-(``rollout_min``): a copy of the day commits each and replays the next minutes on the orders
-placed so far, one plan a round; the plan whose open orders reach their doors earliest, in
-sum, is executed (without rollouts, the one whose schedule costs least on MDRP's own clock,
-``PlanChoice.plan_cost``). One dispatch call per variant and per rollout round: each plan is
-the dispatch's, the choice between them the replay's. Rollouts buy a shorter click-to-door for
-a few times the replay's time (``bench/mdrp.py``; the figures are in docs/mdrp.md).
+weights, one or two orders per courier, wider or narrower candidate sets) and once without
+the orders whose food is ready later (``plan_rounds``), stopping at ``round_budget_ms``.
+Plans that make different decisions now are judged by **rollouts** (``rollout_min``): a copy
+of the day commits each and replays the next minutes on the orders placed so far, one plan a
+round; the plan whose open orders reach their doors earliest, in sum, is executed (without
+rollouts, the one whose schedule costs least on MDRP's own clock, ``PlanChoice.plan_cost``).
+One dispatch call per variant and per rollout round: each plan is the dispatch's, the choice
+between them the replay's. Rollouts buy a shorter click-to-door for a few times the replay's
+time (``bench/mdrp.py``; the figures are in docs/mdrp.md).
 """
 
 from __future__ import annotations
@@ -76,18 +77,38 @@ def plan_variants(weights: DispatchWeights, n: int) -> list[DispatchWeights]:
     return out[:n]
 
 
+def plan_rounds(round_: DispatchRound, plans: int, defer_min: int) -> list[DispatchRound]:
+    """The rounds a round is planned as: itself, under its other ``plan_variants`` weights
+    (``plans`` in all), and, where there is a choice (``plans`` > 1), the round without the
+    orders whose food is ready more than ``defer_min`` minutes from now (0: never; only where
+    that leaves some order out).
+
+    The last one is the plan that leaves the best couriers to the food ready first: an order
+    ready in 15 minutes planned now, for a courier it will not need for a while, can take
+    that courier from an order ready in 2 (its plan is not final, but the nearer order's is
+    made final on the courier the plan left it). Judged by the same rollouts as the others."""
+    variants = plan_variants(round_.weights, plans)[1:]
+    rounds = [round_, *(replace(round_, weights=w) for w in variants)]
+    if plans > 1 and defer_min:
+        soon = tuple(o for o in round_.orders if o.ready_at - round_.now <= 60 * defer_min)
+        if len(soon) < len(round_.orders):
+            rounds.append(replace(round_, orders=soon))
+    return rounds
+
+
 @dataclass(frozen=True)
 class PlanChoice:
     """plans : weight variants a round is planned under, at most (1: the plain dispatch);
     rollout_min : judge each plan by replaying this many minutes from the state it leaves (0:
     by ``plan_cost``); round_budget_ms : stop planning variants once this much wall time is
     spent in a round (None: no limit); late_weight : minutes of driving one late minute is
-    worth, in ``plan_cost``."""
+    worth, in ``plan_cost``; defer_min : see ``plan_rounds``."""
 
     plans: int
     rollout_min: int
     round_budget_ms: float | None
     late_weight: float
+    defer_min: int
 
     def choose(
         self,
@@ -97,9 +118,9 @@ class PlanChoice:
         open_: dict[str, MdrpOrder],
         out: Replay,
     ) -> dict[str, str]:
-        """The round planned under up to ``plans`` variants of its weights, within the
-        budget; the plan whose schedule ``plan_cost`` (or a rollout) prices lowest wins (the
-        first on a tie: one plan is the plain dispatch).
+        """The round planned as ``plan_rounds`` says, within the budget; the plan whose
+        schedule ``plan_cost`` (or a rollout) prices lowest wins (the first on a tie: one plan
+        is the plain dispatch).
 
         Variants often agree (on a half-size day three rounds in four get one plan from all
         five): a plan seen before is not priced again, and one that no other plan differs from
@@ -120,22 +141,22 @@ class PlanChoice:
                 return judge.cost(chosen)
             return self.plan_cost(day, t, chosen, open_, due_min)
 
-        variants = plan_variants(round_.weights, self.plans)
+        rounds = plan_rounds(round_, self.plans, self.defer_min)
         many = getattr(clock.decide, "many", None) if budget_s is None else None
         if many is not None:  # side by side (see Decide); the loop below then only chooses
             t0 = time.perf_counter()
-            answers = many([round_, *(replace(round_, weights=w) for w in variants[1:])])
+            answers = many(rounds)
             out.dispatch_ms += (time.perf_counter() - t0) * 1e3
             if judge is not None:
                 judge.roll_out_side_by_side(answers)
-        for k, weights in enumerate(variants):
+        for k, variant in enumerate(rounds):
             if k and budget_s is not None and time.perf_counter() - start >= budget_s:
                 break
             if many is not None:
                 chosen = answers[k]
             else:
                 t0 = time.perf_counter()
-                chosen = clock.decide(replace(round_, weights=weights) if k else round_)
+                chosen = clock.decide(variant)
                 out.dispatch_ms += (time.perf_counter() - t0) * 1e3
             out.plans += 1
             if chosen in distinct:

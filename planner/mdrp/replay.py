@@ -76,7 +76,9 @@ class ReplayPolicy:
     ``PlanChoice.plan_cost`` (0: no rollouts; see ``plan_choice.Rollouts``);
     round_budget_ms : stop planning variants once this much wall time is spent in a round
     (None: no limit; at least one plan always; decisions then depend on the machine's speed,
-    so a served replay equals the in-process one only without it)."""
+    so a served replay equals the in-process one only without it); defer_min : where
+    ``plans`` > 1, plan the round once more without the orders whose food is ready more than
+    this many minutes from now (0: not; ``plan_choice.plan_rounds``)."""
 
     round_min: int = 1
     late_weight: float = 4.0
@@ -94,6 +96,7 @@ class ReplayPolicy:
     plans: int = 5
     rollout_min: int = 5
     round_budget_ms: float | None = None
+    defer_min: int = 0
 
     def __post_init__(self) -> None:
         if self.round_min < 1:
@@ -104,8 +107,9 @@ class ReplayPolicy:
             raise ValueError(f"plans must be >= 1, got {self.plans}")
         if self.round_budget_ms is not None and not self.round_budget_ms > 0:
             raise ValueError(f"round_budget_ms must be > 0, got {self.round_budget_ms}")
-        if self.reposition_min < 0 or self.short_commit_min < 0 or self.rollout_min < 0:
-            raise ValueError("reposition_min, short_commit_min and rollout_min must be >= 0")
+        for name in ("reposition_min", "short_commit_min", "rollout_min", "defer_min"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
 
 
 #: A round's decision maker: the in-process ``dispatch_round`` or a served endpoint's client.
@@ -139,7 +143,11 @@ class DayClock:
         self.policy, self.decide = policy, decide
         self.day = DayState(instance) if day is None else day
         self.choice = PlanChoice(
-            policy.plans, policy.rollout_min, policy.round_budget_ms, policy.late_weight
+            policy.plans,
+            policy.rollout_min,
+            policy.round_budget_ms,
+            policy.late_weight,
+            policy.defer_min,
         )
         self.commitment = LateCommitment(
             policy.round_min,

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from domain import DispatchWeights
+from planner import generate_round
 from planner.mdrp import MdrpInstanceError, Replay, ReplayPolicy, evaluate, load_instance, replay
-from planner.mdrp.plan_choice import Rollouts, plan_variants
+from planner.mdrp.plan_choice import Rollouts, plan_rounds, plan_variants
 from planner.mdrp.solution import FILES, write_solution
 from tests.mdrp_days import DAY, morning
 
@@ -328,6 +329,33 @@ def test_plan_variants_start_with_the_plain_weights_and_never_repeat():
     assert len(set(plan_variants(one_each, 100))) == len(plan_variants(one_each, 100))
 
 
+def test_a_round_is_planned_once_more_without_the_orders_ready_later():
+    round_ = generate_round(8, 6, seed=5)
+    ready_in = [round((o.ready_at - round_.now) / 60) for o in round_.orders]
+    later = max(ready_in)
+    rounds = plan_rounds(round_, 3, later - 1)
+    assert rounds[0] is round_
+    assert [r.weights for r in rounds[:3]] == plan_variants(round_.weights, 3)
+    assert all(r.orders == round_.orders for r in rounds[:3])
+    soon = [o for o, m in zip(round_.orders, ready_in, strict=True) if m <= later - 1]
+    assert len(rounds) == 4 and list(rounds[3].orders) == soon and rounds[3].riders == round_.riders
+    assert rounds[3].weights == round_.weights
+    # None where it leaves no order out, where it is off, or where there is no choice.
+    assert len(plan_rounds(round_, 3, later + 1)) == 3
+    assert len(plan_rounds(round_, 3, 0)) == 3
+    assert plan_rounds(round_, 1, later - 1) == [round_]
+
+
+def test_plans_that_leave_later_orders_for_later_keep_the_day_feasible(tmp_path: Path):
+    folder = morning(tmp_path / "morning")
+    inst = load_instance(folder)
+    without = replay(inst, ReplayPolicy(plans=3, defer_min=0))
+    deferring = replay(inst, ReplayPolicy(plans=3, defer_min=5))
+    assert deferring.plans > without.plans  # the rounds with later orders planned once more
+    write_solution(inst, deferring, tmp_path / "sol")
+    assert evaluate(folder, tmp_path / "sol").violations == []
+
+
 def test_a_spent_round_budget_plans_once_and_decides_as_one_plan():
     inst = load_instance(DAY)
     one = replay(inst, ReplayPolicy(plans=1))
@@ -340,7 +368,13 @@ def test_a_spent_round_budget_plans_once_and_decides_as_one_plan():
 
 @pytest.mark.parametrize(
     "field, value",
-    [("plans", 0), ("round_budget_ms", 0.0), ("reposition_min", -1), ("rollout_min", -1)],
+    [
+        ("plans", 0),
+        ("round_budget_ms", 0.0),
+        ("reposition_min", -1),
+        ("rollout_min", -1),
+        ("defer_min", -1),
+    ],
 )
 def test_a_bad_policy_is_refused(field, value):
     with pytest.raises(ValueError, match=field):
