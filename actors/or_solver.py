@@ -39,11 +39,11 @@ from kernels.streams import class_stream
 from planner import generate_round
 from planner.dispatch_round import (
     Assigned,
-    RoundArrays,
     price_candidates,
     round_arrays,
     solve_round,
 )
+from planner.round_to_arrays import RoundArrays
 
 #: The most of a call's deadline its watchdog waits for (x-timeout-ms may ask for an hour):
 #: past this plus ``watchdog_s`` a round still computing is taken for a wedged device.

@@ -58,7 +58,7 @@ from kernels.insertion_types import Insertions
 from kernels.route_edit import insert_orders
 from kernels.schedule import route_totals
 from kernels.transfers import to_device, to_host
-from planner.round_to_arrays import PackedRound, pack_round
+from planner.round_to_arrays import PackedRound, RoundArrays, pack_round
 from planner.stage_times import StageTimes
 
 STAGES = ("pack", "etr", "solve", "unpack")
@@ -135,39 +135,6 @@ def _price(
 
 
 @dataclass(frozen=True)
-class RoundArrays:
-    """A packed round as the OR stages exchange it (NumPy on the host between processes).
-
-    routes : RouteArrays [R, L]; orders : OrderArrays [O]; owner : int32[R, L] order key per
-    stop (0..O-1 the new orders, O.. the carried ones, -1 padding).
-    """
-
-    routes: RouteArrays
-    orders: OrderArrays
-    owner: Any
-
-    def to(self, xp: Any) -> RoundArrays:
-        """The same round on ``xp`` (host arrays to a device: the whole round in one copy)."""
-        if xp is np or self.routes.xp is not np:
-            owner = to_numpy(self.owner) if xp is np else xp.asarray(self.owner)
-            return RoundArrays(self.routes.to(xp), self.orders.to(xp), owner)
-        routes, orders = self.routes.arrays(), self.orders.arrays()
-        moved = to_device([*routes, *orders, self.owner], xp)
-        return RoundArrays(
-            self.routes.with_arrays(moved[: len(routes)]),
-            self.orders.with_arrays(moved[len(routes) : -1]),
-            moved[-1],
-        )
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of array data (what a call carrying these arrays ships)."""
-        batches = (self.routes, self.orders)
-        arrays = [getattr(b, f) for b in batches for f in b.__dataclass_fields__]
-        return int(sum(a.nbytes for a in arrays) + self.owner.nbytes)
-
-
-@dataclass(frozen=True)
 class Assigned:
     """What the solve stage returns (host NumPy).
 
@@ -202,12 +169,7 @@ class Assigned:
 def round_arrays(round_: DispatchRound) -> tuple[PackedRound, RoundArrays]:
     """Pack a round (host NumPy)."""
     packed = pack_round(round_)
-    return packed, arrays_of(packed)
-
-
-def arrays_of(packed: PackedRound) -> RoundArrays:
-    """The arrays of a packed round, as the OR stages take them."""
-    return RoundArrays(packed.routes, packed.orders, packed.owner)
+    return packed, packed.arrays
 
 
 def price_candidates(arrays: RoundArrays, weights: DispatchWeights) -> Insertions:

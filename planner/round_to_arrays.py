@@ -14,13 +14,17 @@ The dispatch rules land in the arrays here and nowhere else:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 import numpy as np
 
 from domain import DispatchRound, LatLng, LocalProjection, Order
 from kernels.arrays import OrderArrays, RouteArrays
+from kernels.backend import to_numpy
+from kernels.transfers import to_device
 from planner.rider_columns import (
     AVAILABLE,
     CAPACITY,
@@ -37,30 +41,76 @@ from planner.rider_columns import (
     SIZE,
     SPEED,
     RiderColumns,
+    RiderLike,
+    obeys_domain_rules,
     rider_columns,
 )
+
+
+@dataclass(frozen=True)
+class RoundArrays:
+    """A packed round as the OR stages exchange it (NumPy on the host between processes).
+
+    routes : RouteArrays [R, L]; orders : OrderArrays [O]; owner : int32[R, L] order key per
+    stop (0..O-1 the new orders, O.. the carried ones, -1 padding).
+    """
+
+    routes: RouteArrays
+    orders: OrderArrays
+    owner: Any
+
+    def to(self, xp: Any) -> RoundArrays:
+        """The same round on ``xp`` (host arrays to a device: the whole round in one copy)."""
+        if xp is np or self.routes.xp is not np:
+            owner = to_numpy(self.owner) if xp is np else xp.asarray(self.owner)
+            return RoundArrays(self.routes.to(xp), self.orders.to(xp), owner)
+        routes, orders = self.routes.arrays(), self.orders.arrays()
+        moved = to_device([*routes, *orders, self.owner], xp)
+        return RoundArrays(
+            self.routes.with_arrays(moved[: len(routes)]),
+            self.orders.with_arrays(moved[len(routes) : -1]),
+            moved[-1],
+        )
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of array data (what a call carrying these arrays ships)."""
+        batches = (self.routes, self.orders)
+        arrays = [getattr(b, f) for b in batches for f in b.__dataclass_fields__]
+        return int(sum(a.nbytes for a in arrays) + self.owner.nbytes)
 
 
 @dataclass(frozen=True)
 class PackedRound:
     """A round as arrays plus what it takes to turn kernel answers back into domain types.
 
-    routes : RouteArrays of R riders (round order), L = longest route (at least 1 slot).
-    orders : OrderArrays of the round's O new orders (round order).
-    owner : int32[R, L] order key of each stop: 0..O-1 the new orders, O + k the k-th
-        distinct order met on the routes (riders in order, slots in order), -1 padding.
+    arrays : the arrays the OR stages take (``planner.dispatch_round.solve_round``): routes,
+        RouteArrays of R riders (round order), L = longest route (at least 1 slot); orders,
+        OrderArrays of the round's O new orders (round order); owner, int32[R, L] the order
+        key of each stop: 0..O-1 the new orders, O + k the k-th distinct order met on the
+        routes (riders in order, slots in order), -1 padding.
     now : the round's clock, seconds (array times are seconds since it).
     rider_ids : R rider ids, round order.
     order_ids : the order id of each key: the O new orders, then the carried ones.
     """
 
-    routes: RouteArrays
-    orders: OrderArrays
+    arrays: RoundArrays
     projection: LocalProjection
-    owner: np.ndarray
     now: float
     rider_ids: list[str]
     order_ids: list[str]
+
+    @property
+    def routes(self) -> RouteArrays:
+        return self.arrays.routes
+
+    @property
+    def orders(self) -> OrderArrays:
+        return self.arrays.orders
+
+    @property
+    def owner(self) -> np.ndarray:
+        return self.arrays.owner
 
 
 def _xy(projection: LocalProjection, points: list[LatLng]) -> np.ndarray:
@@ -174,10 +224,37 @@ def pack_columns(
     )
     packed_orders = pack_orders(orders, projection, now, max_lateness_s)
     order_ids = [*(o.id for o in orders), *carried_ids]
-    return PackedRound(routes, packed_orders, projection, owner, now, riders.ids, order_ids)
+    arrays = RoundArrays(routes, packed_orders, owner)
+    return PackedRound(arrays, projection, now, riders.ids, order_ids)
 
 
 def pack_round(round_: DispatchRound) -> PackedRound:
     """Pack a round; raises ValueError only for arrays that fail their own checks."""
     columns = rider_columns(round_.riders)
     return pack_columns(round_.now, columns, round_.orders, round_.weights.max_lateness_s)
+
+
+def pack_served_round(
+    now: float,
+    riders: RiderColumns | Sequence[RiderLike],
+    orders: tuple[Order, ...] | list[Order],
+    max_lateness_s: float,
+    *,
+    check: bool,
+) -> PackedRound | None:
+    """A served round packed: ``riders`` as columns (a gRPC message's) or as objects with
+    ``domain.Rider``'s fields (domain riders, a JSON request's wire Structs: made columns
+    here), the new ``orders`` domain types.
+
+    check : the riders come straight from a request, not through the domain types: they are
+        held to the domain's rules for riders and rounds first (``obeys_domain_rules``), and
+        None is returned where those refuse them (the caller then reads the request with its
+        model, whose error names the rider or order).
+    Raises ValueError only for arrays that fail their own checks."""
+    columns = riders if isinstance(riders, RiderColumns) else rider_columns(riders)
+    if check:
+        times = [(o.created_at, o.ready_at, o.promised_at) for o in orders]
+        new_times = np.array(times, np.float64).reshape(len(orders), 3)
+        if not obeys_domain_rules(columns, now, [o.id for o in orders], new_times):
+            return None
+    return pack_columns(now, columns, orders, max_lateness_s)

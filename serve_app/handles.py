@@ -22,8 +22,9 @@ from ray.serve.handle import DeploymentHandle
 from actors.errors import VersionNotLoaded
 from domain import DispatchWeights
 from etr import Prediction
-from planner.dispatch_round import Assigned, RoundArrays
+from planner.dispatch_round import Assigned
 from planner.pdptw.instance import PdptwInstance
+from planner.round_to_arrays import RoundArrays
 from serve_app.failover import Failover
 from serve_app.pipeline.context import CallContext
 from serve_app.pipeline.errors import InvalidInput, NotFound

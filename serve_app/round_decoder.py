@@ -11,9 +11,9 @@ coercion, ``ge``/``le``, lengths, no unknown fields). Then:
 
 * the new orders and the weights become domain types (``Order``, ``DispatchWeights``: their
   checks run as usual), converted from the Structs in C;
-* when the round is packed, while the ETR call is out, the riders become columns
-  (``planner.rider_columns``), are held to the domain's rules for riders and rounds over whole
-  arrays (``obeys_domain_rules``), and are packed from them.
+* when the round is packed, while the ETR call is out, the riders' Structs become columns
+  (``planner.round_to_arrays.pack_served_round``), are held to the domain's rules for riders
+  and rounds over whole arrays, and are packed from them.
 
 The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
 a domain rule, malformed JSON) is validated by the pydantic model, which gives the answer (the
@@ -38,7 +38,6 @@ from msgspec import Meta
 from pydantic import BaseModel
 
 from domain import DispatchWeights, Order
-from planner.rider_columns import rider_columns
 from serve_app import model_rules
 from serve_app.grpc_api import round_message
 from serve_app.http import codec
@@ -173,7 +172,7 @@ class RoundDecoder:
             orders,
             weights,
             (len(riders), longest),
-            partial(rider_columns, riders),
+            lambda: riders,
             by_model,
         )
 

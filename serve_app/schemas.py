@@ -37,7 +37,6 @@ from domain import (
 )
 from etr import Prediction
 from planner.pdptw.instance import PdptwInstance, PdptwInstanceError, build_instance
-from planner.rider_columns import rider_columns
 from serve_app.config import Limits
 from serve_app.pipeline.dispatch import SolveCall
 from serve_app.pipeline.errors import InvalidInput, TooLarge
@@ -252,7 +251,7 @@ class DispatchRequest(_Model):
             self.new_orders(),
             self.weights.to_domain(),
             (len(self.riders), longest),
-            lambda: rider_columns(self.to_domain().riders),
+            lambda: self.to_domain().riders,
         )
 
     def to_domain(self) -> DispatchRound:

@@ -39,7 +39,7 @@ from cache.keys import Quantisation, cache_key
 from domain import DispatchPlan, Order
 from etr import Prediction
 from etr.features import features_from_orders
-from planner.dispatch_round import arrays_of, build_plan, etr_floor_seconds
+from planner.dispatch_round import build_plan, etr_floor_seconds
 from planner.pdptw.instance import PdptwInstance
 from serve_app.pipeline.admission import Admission
 from serve_app.pipeline.cached_values import etr_answer_check, is_minutes, solution_check
@@ -176,7 +176,7 @@ class Pipeline:
                 weights = replace(call.dispatch_weights(), max_route_stops=stop_limit)
                 t1 = time.perf_counter()
                 packed = call.packed()
-                arrays = arrays_of(packed)
+                arrays = packed.arrays
                 t2 = time.perf_counter()
                 floor, version = None, None
                 if etr is not None:

@@ -15,8 +15,9 @@ import numpy as np
 from cache import MultiLevelCache, Quantisation
 from domain import DispatchWeights
 from etr import Prediction
-from planner.dispatch_round import Assigned, RoundArrays
+from planner.dispatch_round import Assigned
 from planner.pdptw.instance import PdptwInstance
+from planner.round_to_arrays import RoundArrays
 from serve_app.pipeline.context import CallContext
 
 

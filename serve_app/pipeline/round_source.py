@@ -11,27 +11,27 @@ it overlaps the ETR call).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from domain import DispatchRound, DispatchWeights, Order
-from planner.rider_columns import RiderColumns, obeys_domain_rules, rider_columns
-from planner.round_to_arrays import PackedRound, pack_columns
+from planner.rider_columns import RiderColumns, RiderLike
+from planner.round_to_arrays import PackedRound, pack_served_round
 
 
 @dataclass(frozen=True)
 class RoundSource:
     """A dispatch round, its new orders and weights domain types.
 
-    riders : the riders' columns, built when the round is packed (``packed``); they may raise
-        ``InvalidInput`` naming the rider that breaks a domain rule.
-    unchecked : None where the riders come from domain types (their checks ran); else the
-        columns came straight from a request and are held to the domain's rules over whole
-        columns when packed (``obeys_domain_rules``), and where those refuse the round,
-        ``unchecked()`` reads the request with its model, whose round (and ``InvalidInput``
-        naming the rider or order) is the answer.
+    riders : the riders, given when the round is packed (``packed``), as columns (a gRPC
+        message's) or as objects with ``domain.Rider``'s fields (domain riders, a JSON
+        request's wire Structs); building them may raise ``InvalidInput`` naming the rider
+        that breaks a domain rule.
+    unchecked : None where the riders come from domain types (their checks ran); else they
+        came straight from a request and are held to the domain's rules over whole columns
+        when packed (``planner.round_to_arrays.pack_served_round``), and where those refuse
+        the round, ``unchecked()`` reads the request with its model, whose round (and
+        ``InvalidInput`` naming the rider or order) is the answer.
     shape : (riders, stops on the longest committed route).
     """
 
@@ -40,7 +40,7 @@ class RoundSource:
     orders: tuple[Order, ...]
     weights: DispatchWeights
     shape: tuple[int, int]
-    riders: Callable[[], RiderColumns]
+    riders: Callable[[], RiderColumns | Sequence[RiderLike]]
     unchecked: Callable[[], RoundSource] | None = None
 
     @staticmethod
@@ -53,7 +53,7 @@ class RoundSource:
             round_.orders,
             round_.weights,
             (len(round_.riders), longest),
-            lambda: rider_columns(round_.riders),
+            lambda: round_.riders,
         )
 
     def sizes(self) -> tuple[int, int, int]:
@@ -71,11 +71,15 @@ class RoundSource:
         return self.weights
 
     def packed(self) -> PackedRound:
-        """The round as the kernels' arrays (``planner.round_to_arrays``)."""
-        riders = self.riders()
-        if self.unchecked is not None:
-            times = [(o.created_at, o.ready_at, o.promised_at) for o in self.orders]
-            new_times = np.array(times, np.float64).reshape(len(self.orders), 3)
-            if not obeys_domain_rules(riders, self.now, [o.id for o in self.orders], new_times):
-                return self.unchecked().packed()
-        return pack_columns(self.now, riders, self.orders, self.weights.max_lateness_s)
+        """The round as the kernels' arrays (``planner.round_to_arrays``): one call there."""
+        got = pack_served_round(
+            self.now,
+            self.riders(),
+            self.orders,
+            self.weights.max_lateness_s,
+            check=self.unchecked is not None,
+        )
+        if got is None:  # the domain's rules refuse the riders: the model's reading answers
+            assert self.unchecked is not None
+            return self.unchecked().packed()
+        return got

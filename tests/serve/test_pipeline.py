@@ -6,6 +6,10 @@ Plain asyncio, no Ray."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +22,7 @@ from planner import dispatch_round, generate_round
 from planner.dispatch_round import solve_round
 from serve_app.cache_setup import ReplicaCache
 from serve_app.config import Limits
+from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.pipeline import (
     Admission,
     CallContext,
@@ -28,6 +33,8 @@ from serve_app.pipeline import (
     RoundSource,
     TooLarge,
 )
+from serve_app.round_decoder import RoundDecoder
+from serve_app.schemas import DispatchRequest
 
 RUNTIMES = {v: load_runtime(load_artifact("etr", v), "onnxruntime") for v in ("1", "2")}
 RUNTIME = RUNTIMES["1"]
@@ -101,6 +108,55 @@ def test_the_served_plan_equals_dispatch_round_with_one_hop_each():
     assert {"admission_ms", "decode_ms", "pack_ms", "etr_ms", "solve_ms", "unpack_ms"} <= set(
         plan.timings_ms
     )
+
+
+def _planner_calls_from_the_ingress(run: Callable[[], Any]) -> list[str]:
+    """The ``planner/`` functions that ``serve_app/`` code calls while ``run()`` runs, in
+    order (a profile hook: every call whose nearest project caller is in ``serve_app/``)."""
+    root = str(Path(__file__).resolve().parents[2]) + "/"
+    calls: list[str] = []
+
+    def hook(frame: Any, event: str, _arg: Any) -> None:
+        if event != "call" or not frame.f_code.co_filename.startswith(root + "planner/"):
+            return
+        caller = frame.f_back
+        while caller is not None and not caller.f_code.co_filename.startswith(root):
+            caller = caller.f_back  # through the library frames (asyncio, functools)
+        if caller is not None and caller.f_code.co_filename.startswith(root + "serve_app/"):
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(hook)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls
+
+
+@pytest.mark.parametrize("source", ["json", "grpc", "handle"])
+def test_the_ingress_calls_the_planner_once_a_stage(source: str):
+    """The pack, the ETR floor and the plan: one call into ``planner/`` each, whatever the
+    protocol read the round (the solve is the solver's: a hop away)."""
+    round_ = generate_round(30, 12, seed=21)
+    request = DispatchRequest.from_domain(round_)
+    reader = RoundDecoder.for_limits(Limits())
+    if source == "json":
+        got = reader.decode(request.model_dump_json().encode())
+    elif source == "grpc":
+        message = pb.DispatchRequest(**request.model_dump(exclude_none=True))
+        got = reader.from_message(message.SerializeToString(), request.to_source)
+    else:
+        got = RoundSource.of_round(round_)
+    assert got is not None
+
+    async def decode() -> RoundSource:
+        return got
+
+    p = pipeline(FakeSolver(), FakeEtr())
+    calls = _planner_calls_from_the_ingress(
+        lambda: asyncio.run(p.dispatch(decode, CallContext.start(30)))
+    )
+    assert calls == ["pack_served_round", "etr_floor_seconds", "build_plan"]
 
 
 def test_a_round_whose_etr_rows_are_all_cached_makes_one_hop():
