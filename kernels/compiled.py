@@ -1,8 +1,9 @@
 """When the compiled CPU builds (Numba) of the kernels are used, and how they are loaded.
 
-Four kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
+Six kernels have a compiled CPU twin of an array-loop build: ``insertion_costs``
 (``_insertion_costs_jit``), ``insertion_lower_bounds`` (``_insertion_bounds_jit``), ``assign``
-(``_assign_jit``) and ``schedule``'s loop (``_schedule_jit``); ``certified_assign``'s scans and
+(``_assign_jit``), ``schedule``'s loop (``_schedule_jit``), ``improve`` (``_improve_jit``) and
+``insert_orders`` (``_route_edit_jit``); ``certified_assign``'s scans and
 sparse solve (``_pair_scan_jit``, ``_sparse_assign_jit``) are compiled only, and the solve
 prices densely while they load. Each twin answers like its loop (bit for bit; the bounds up to
 float32 rounding), so "auto" may pick either without a caller being able to tell; it picks the
@@ -65,6 +66,7 @@ _BUILDS = (
     ("sparse assignment", "kernels._sparse_assign_jit"),
     ("schedule", "kernels._schedule_jit"),
     ("improve", "kernels._improve_jit"),
+    ("route edit", "kernels._route_edit_jit"),
 )
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from kernels import compiled
 from kernels.arrays import STOP_ARRAYS, OrderArrays, RouteArrays, empty_stops
 
 
@@ -49,8 +50,9 @@ def insert_orders(
     kernel reads them where they are); positions : int[K] as returned by
     ``insertion_costs`` (in the route before the edit); keys : int[K] owner keys for the new stops.
     method : "auto" (for CuPy the CUDA kernel, ``route_edit.cu``: one launch, a thread per
-        edited route; else the array code), "cuda" (CuPy) or "loop" (the array code, any
-        ``xp``). The two give the same arrays.
+        edited route; for NumPy its compiled CPU twin, ``_route_edit_jit``, or the array code
+        while the compiled builds warm), "cuda" (CuPy), "jit" (NumPy) or "loop" (the array
+        code, any ``xp``). All give the same arrays.
     n_slots : how wide the routes grow, ``max(n_stops[rows]) + 2`` (a caller that knows it
         saves a read from the device); None reads it.
     An order without a pickup gets only its drop-off. Returns new (routes, owner), grown by up to
@@ -59,23 +61,27 @@ def insert_orders(
     """
     xp = routes.xp
     if method == "auto":
-        method = "loop" if xp is np else "cuda"
-    if method not in ("loop", "cuda"):
-        raise ValueError(f"unknown method {method!r}: expected 'auto', 'cuda' or 'loop'")
+        method = ("loop" if compiled.warming() else "jit") if xp is np else "cuda"
+    if method not in ("loop", "jit", "cuda"):
+        raise ValueError(f"unknown method {method!r}: expected 'auto', 'cuda', 'jit' or 'loop'")
     if method == "cuda" and xp is np:
         raise ValueError("method 'cuda' runs on CuPy arrays only")
+    if method == "jit" and xp is not np:
+        raise ValueError("method 'jit' runs on NumPy arrays only")
     if int(rows.shape[0]) == 0:
         return routes, owner
     if n_slots is None:  # a read from the device (one scalar): it sizes the new arrays
         n_slots = int((routes.n_stops[rows] + 2).max())
     grown = routes.shape[1] < n_slots
     routes, owner = _grow(routes, owner, n_slots)
-    if method == "cuda":
-        from kernels._route_edit_cuda import insert_orders_cuda
-
+    if method != "loop":  # one pass a route: the kernel, or its compiled twin
         if order_index is None:
             order_index = xp.arange(int(rows.shape[0]))
-        return insert_orders_cuda(
+        if method == "cuda":
+            from kernels._route_edit_cuda import insert_orders_cuda as edit
+        else:
+            from kernels._route_edit_jit import insert_orders_jit as edit
+        return edit(
             routes, owner, rows, orders, order_index, pickup_pos, dropoff_pos, keys, fresh=grown
         )
     if order_index is not None:

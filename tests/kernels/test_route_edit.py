@@ -1,6 +1,7 @@
 """Inserting orders' stops into routes: the CUDA kernel (``route_edit.cu``, one thread per edited
-route) against the array code, through nvcc on the host, and on a device (a GPU, and the CPU's
-CuPy stand-in, which runs the launcher for real)."""
+route) and its compiled CPU twin (``_route_edit_jit``) against the array code, through nvcc on
+the host, and on a device (a GPU, and the CPU's CuPy stand-in, which runs the launcher for
+real)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from kernels import compiled
 from kernels._route_edit_cuda import SOURCE, kernel_parameters, launch_values
 from kernels.arrays import OrderArrays, RouteArrays
 from kernels.route_edit import _grow, insert_orders
@@ -44,6 +46,9 @@ def edits(n: int):
         yield routes, owner, rows, orders, index, pickup, dropoff, keys
 
 
+FIELDS = RouteArrays.__dataclass_fields__
+
+
 def same(a: tuple[RouteArrays, np.ndarray], b: tuple[RouteArrays, np.ndarray]) -> bool:
     """Bit for bit: every array of the routes, and the owners."""
     names = RouteArrays.__dataclass_fields__
@@ -69,6 +74,26 @@ def test_methods_are_checked():
         insert_orders(routes, owner, rows, taken, pickup, dropoff, keys, method="cuda")
     with pytest.raises(ValueError, match="unknown method"):
         insert_orders(routes, owner, rows, taken, pickup, dropoff, keys, method="fast")
+
+
+def test_the_compiled_twin_is_bit_equal_to_the_array_code_and_leaves_its_inputs():
+    """The twin of the CUDA kernel on the CPU, 200 seeded edits (drop-offs alone among them),
+    read-only inputs as a Ray replica receives them; "auto" takes it once the builds are in."""
+    for routes, owner, rows, orders, index, pickup, dropoff, keys in edits(200):
+        want = insert_orders(
+            routes, owner, rows, orders.take(index), pickup, dropoff, keys, method="loop"
+        )
+        before = (RouteArrays(**{n: getattr(routes, n).copy() for n in FIELDS}), owner.copy())
+        frozen = [a.copy() for a in (rows, index, pickup, dropoff, keys)]
+        for a in frozen:
+            a.setflags(write=False)
+        r, i, p, d, k = frozen
+        got = insert_orders(routes, owner, r, orders, p, d, k, method="jit", order_index=i)
+        assert same(got, want)
+        assert same((routes, owner), before)
+    assert not compiled.warming()
+    got = insert_orders(routes, owner, rows, orders.take(index), pickup, dropoff, keys)
+    assert same(got, want)
 
 
 def test_an_order_index_reads_the_orders_where_they_are():
