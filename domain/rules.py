@@ -7,15 +7,19 @@ binds both.
 What the kernels need to compute at all; the API's tighter ranges on top are
 ``domain.bounds``. The structure of a rider's route is stated here too, as data
 (``ROUTE_STOPS``: the stops each carried order has on it), which ``Rider`` reads for one
-rider and the columns for all; the simpler structural rules (ids unique, ``picked_up`` among
-the rider's orders, the picked-up load within the capacity and ``LOAD_TOLERANCE``) are one
-comparison each in both forms, held equal by ``tests/planner/test_rider_columns.py``.
+rider and the columns for all; so are the picked-up load within the capacity
+(``load_fits``, on one rider's numbers or on every rider's) and ids unique (``distinct``).
+Only ``picked_up`` naming the rider's own orders is written in both forms (a set difference
+for one rider, an index comparison over columns), held equal by
+``tests/planner/test_rider_columns.py``.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +36,17 @@ MIN_SPEED_MPS = 0.1
 MAX_CLOCK_SPAN_S = 7 * 86_400.0
 #: How far a rider's picked-up load may pass its capacity, box units (sums of sizes round).
 LOAD_TOLERANCE = 1e-9
+
+
+def load_fits(load: Any, capacity: Any) -> Any:
+    """Whether a rider's picked-up load fits its box: floats, or arrays elementwise (then a
+    bool array), both in box units."""
+    return load <= capacity + LOAD_TOLERANCE
+
+
+def distinct(ids: Collection[str]) -> bool:
+    """Whether no id repeats."""
+    return len(set(ids)) == len(ids)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,12 +20,13 @@ from domain.rules import (
     CLOCK_FIELDS,
     FINITE,
     LATE_WEIGHT,
-    LOAD_TOLERANCE,
     MAX_CLOCK_SPAN_S,
     ORDER,
     RIDER,
     ROUTE_STOPS,
     clock_span,
+    distinct,
+    load_fits,
 )
 
 _ORDER_RULES = tuple(ORDER.items())
@@ -189,7 +190,7 @@ class Rider:
 
     def _check_route(self) -> None:
         by_id = {o.id: o for o in self.orders}
-        if len(by_id) != len(self.orders):
+        if not distinct([o.id for o in self.orders]):
             raise ValueError(f"rider {self.id}: duplicate order ids in orders")
         unknown = self.picked_up - by_id.keys()
         if unknown:
@@ -209,7 +210,7 @@ class Rider:
                     f"rider {self.id}: order {oid} must appear on the route as "
                     f"{want}, got {[k.value for k in kinds]}"
                 )
-        if self.onboard_load > self.capacity + LOAD_TOLERANCE:
+        if not load_fits(self.onboard_load, self.capacity):
             raise ValueError(
                 f"rider {self.id}: picked-up load {self.onboard_load} exceeds capacity "
                 f"{self.capacity}"
@@ -274,11 +275,10 @@ class DispatchRound:
 
     def __post_init__(self) -> None:
         FINITE.check("now", self.now)
-        rider_ids = [r.id for r in self.riders]
-        if len(set(rider_ids)) != len(rider_ids):
+        if not distinct([r.id for r in self.riders]):
             raise ValueError("rider ids must be unique within a round")
         order_ids = [o.id for o in self.orders]
-        if len(set(order_ids)) != len(order_ids):
+        if not distinct(order_ids):
             raise ValueError("new order ids must be unique within a round")
         carried = Counter(o.id for r in self.riders for o in r.orders)
         twice = sorted(oid for oid, n in carried.items() if n > 1)

@@ -27,13 +27,14 @@ import numpy as np
 from domain import StopKind
 from domain.rules import (
     FINITE,
-    LOAD_TOLERANCE,
     MAX_STOPS_PER_ORDER,
     ORDER,
     POSITION,
     RIDER,
     ROUTE_STOPS,
     clock_span,
+    distinct,
+    load_fits,
 )
 
 #: The columns of ``RiderColumns.head``.
@@ -214,10 +215,6 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
     )
 
 
-def _unique(ids: Iterable[str], n: int) -> bool:
-    return len(set(ids)) == n
-
-
 def obeys_domain_rules(
     cols: RiderColumns, now: float, new_ids: Sequence[str], new_times: np.ndarray
 ) -> bool:
@@ -231,7 +228,7 @@ def obeys_domain_rules(
     head, c = cols.head, cols.carried
     if not FINITE.holds(now) or not (all(cols.ids) and all(cols.carried_ids)):
         return False
-    if not (_unique(cols.ids, n_riders) and _unique(new_ids, len(new_ids))):
+    if not (distinct(cols.ids) and distinct(new_ids)):
         return False
     carried = set(cols.carried_ids)
     # Unique across the round: within a rider's orders and on no two riders.
@@ -284,4 +281,4 @@ def _routes_obey_rules(cols: RiderColumns, n_riders: int, n_carried: int) -> boo
     if not (_STOPS_PICKUP[picked[rows].astype(np.int64), nth] == cols.stop_pickup).all():
         return False
     load = cols.onboard_load() * (1.0 + LOAD_MARGIN)
-    return bool((load <= cols.head[:, CAPACITY] + LOAD_TOLERANCE).all())
+    return bool(load_fits(load, cols.head[:, CAPACITY]).all())
