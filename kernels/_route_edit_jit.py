@@ -128,9 +128,12 @@ def insert_orders_jit(
         routes, owner, rows, orders, order_index, pickup_pos, dropoff_pos, keys, np, fresh=fresh
     )
     # One specialisation whether the inputs arrived read-only (a Ray replica's) or not.
-    args = [v if name in _EDITED or v.ndim == 0 else _read_only(v) for name, v in values.items()]
-    by_name = dict(zip(values, args, strict=True))
-    _insert_rows(*(by_name[name] for name in kernel_parameters()))
+    _insert_rows(
+        *(
+            values[n] if n in _EDITED or values[n].ndim == 0 else _read_only(values[n])
+            for n in kernel_parameters()
+        )
+    )
     edited = {name: values[name] for name in (*STOP_ARRAYS, "n_stops", "insert_limit")}
     return replace(routes, **edited).check(), values["owner"]
 
