@@ -16,7 +16,7 @@ connection budget, ``ops.haproxy_config``), then, for ``--seconds`` each (--quic
 * static solves (two callers) while the solver's offline child processes are SIGKILLed every
   2 s, beside the same dispatch rounds.
 
-Per scene: rounds answered within their deadline, p50 / p99, every status seen; for the
+Per scene: calls answered within their deadline, p50 / p99, every status seen; for the
 killed children, the static solves' statuses (anything but 200 and 503 is a failure). Writes
 DIR/slow_and_dead.csv and DIR/slow_and_dead.png.
 """
@@ -40,15 +40,19 @@ from ops.haproxy_config import CONNECTIONS_PER_SOURCE, FILLING, front_connection
 from planner import generate_round
 from serve_app.config import DispatchAppArgs
 from serve_app.http.routes import lane_capacities
-from serve_app.schemas import DispatchRequest
+from serve_app.schemas import DispatchRequest, EtrRequest, OrderIn
 
 DEADLINE_S = 10.0
+ETR_DEADLINE_S = 1.0
 
 
-def scene_row(name: str, tally: slow_and_dead.RequestTally, **extra) -> dict:
+def scene_row(
+    name: str, tally: slow_and_dead.RequestTally, path: str = "/v1/dispatch", **extra
+) -> dict:
     p50, p99 = tally.percentile_ms(50), tally.percentile_ms(99)
     return {
         "scene": name,
+        "path": path,
         "rounds": tally.sent,
         "within_deadline": round(tally.within_deadline(), 4),
         "p50_ms": None if p50 is None else round(p50, 1),
@@ -66,6 +70,13 @@ def main() -> None:
     seconds = 6.0 if args.quick else args.seconds
     body = DispatchRequest.from_domain(generate_round(300, 100, seed=3)).model_dump_json()
     round_body = body.encode()
+
+    etr_bodies = [
+        EtrRequest(orders=[OrderIn.from_domain(generate_round(1, 1, seed=k).orders[0])])
+        .model_dump_json()
+        .encode()
+        for k in range(256)
+    ]
 
     def solve_body(k: int) -> bytes:  # a new instance each time: no cached solution answers
         return json.dumps(hostile.solve_body(60 + k % 40, time_limit_s=1.0, seed=k)).encode()
@@ -111,6 +122,25 @@ def main() -> None:
         with slow_and_dead.trickled_bodies(port, "/v1/dispatch", 16) as trickle:
             tally = rounds()
         rows.append(scene_row("beside 16 trickled bodies (1 KB/s)", tally, attack=trickle))
+
+        def etr_calls() -> slow_and_dead.RequestTally:
+            return slow_and_dead.real_requests(
+                ep.http,
+                "/v1/etr",
+                lambda k: etr_bodies[k % len(etr_bodies)],
+                seconds,
+                deadline_s=ETR_DEADLINE_S,
+            )
+
+        log("ETR calls alone ...")
+        rows.append(scene_row("alone (baseline)", etr_calls(), "/v1/etr"))
+        loris = [f"127.0.0.{k}" for k in range(20, 25)]
+        scene = f"beside slowloris headers from {len(loris)} hosts ({per_host} each)"
+        for path, calls in (("/v1/etr", etr_calls), ("/v1/dispatch", rounds)):
+            log(f"{path} {scene} ...")
+            with slow_and_dead.slow_headers(port, path, loris, per_host) as slow:
+                tally = calls()
+            rows.append(scene_row(scene, tally, path, attack=slow))
         log("static solves while the offline children are killed every 2 s ...")
         solves: list[slow_and_dead.RequestTally] = []
 
@@ -139,19 +169,27 @@ def main() -> None:
         )
     write_csv(args.out / "slow_and_dead.csv", rows)
     plot(rows, args.out / "slow_and_dead.png")
-    print("| scene | rounds | within deadline | p50 ms | p99 ms | statuses | attack |")
-    print("|---|---|---|---|---|---|---|")
+    print("| calls | scene | sent | within deadline | p50 ms | p99 ms | statuses | attack |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         attack = r.get("attack", "")
         if "static_solves" in r:
             solves, failed = r["static_solves"], r["static_solves_failed"]
             attack = f"{attack}; static solves {solves}, failed {failed}"
         print(
-            f"| {r['scene']} | {r['rounds']} | {r['within_deadline']:.3f} | {r['p50_ms']} | "
-            f"{r['p99_ms']} | {r['statuses']} | {attack} |"
+            f"| {r['path']} | {r['scene']} | {r['rounds']} | {r['within_deadline']:.3f} | "
+            f"{r['p50_ms']} | {r['p99_ms']} | {r['statuses']} | {attack} |"
         )
     if args.json:
-        args.json.write_text(json.dumps({"deadline_s": DEADLINE_S, "scenes": rows}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "deadline_s": {"/v1/dispatch": DEADLINE_S, "/v1/etr": ETR_DEADLINE_S},
+                    "scenes": rows,
+                },
+                indent=1,
+            )
+        )
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -160,11 +198,11 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 3.5))
-    names = [r["scene"] for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    names = [f"{r['path']} {r['scene']}" for r in rows]
     ax.barh(names, [r["p99_ms"] or 0 for r in rows], color="tab:red", label="p99")
     ax.barh(names, [r["p50_ms"] or 0 for r in rows], color="tab:blue", label="p50")
-    ax.set_xlabel("300 x 100 dispatch round, ms")
+    ax.set_xlabel("ms (/v1/dispatch: a 300 x 100 round; /v1/etr: one order)")
     ax.invert_yaxis()
     ax.legend()
     fig.tight_layout()

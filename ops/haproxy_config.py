@@ -102,9 +102,14 @@ CONNECTIONS_PER_SOURCE = 1024
 #: HAProxy's pipes (``maxpipes`` is a quarter of ``maxconn``, two descriptors each):
 #: ``FDS_PER_CONNECTION`` in all; ``RESERVED_FDS`` stay for listeners, logs and the stats
 #: socket; at most ``MAX_CONNECTIONS``. (HAProxy refuses to start when its need passes the
-#: hard limit: "Cannot raise FD limit".) Past ``FILLING`` of it, a source
-#: already holding ``SHARE_WHEN_FILLING`` connections is refused the next: many hosts each
-#: under their share cannot fill the proxy, and a host with few connections still gets in.
+#: hard limit: "Cannot raise FD limit".) Past ``FILLING`` of it the budget tightens, as
+#: Envoy's overload manager tightens its limits: a source already holding
+#: ``SHARE_WHEN_FILLING`` connections is refused the next (many hosts each under their share
+#: cannot fill the proxy, and a host with few connections still gets in), and every HTTP/1
+#: answer closes its connection instead of keeping it idle for ``KEEP_ALIVE_S`` (Envoy's
+#: ``disable_http_keepalive``): a connection is then held only while a request is on it.
+#: The header timeout (``REQUEST_S``) does not tighten: HAProxy 2.8 reads a request's headers
+#: before any rule can see the connection, and sets that timeout per frontend only.
 RESERVED_FDS = 1024
 FDS_PER_CONNECTION = 2.5
 MAX_CONNECTIONS = 200_000
@@ -145,15 +150,17 @@ def rewrite(
     queue_ms: int = QUEUE_MS,
     lean_ports: Mapping[str, int] | None = None,
     cheap_sheds: bool = True,
+    maxconn: int | None = None,
 ) -> str:
-    """``config`` (Serve's HAProxy config) with the stats and metrics binds on loopback and a
+    """``config`` (Serve's HAProxy config) with the stats and metrics binds on loopback, the
+    connection budget (``maxconn``: the proxy's, ``front_connections()`` where None) and a
     shedding backend per lane (see module doc); lean_ports : replica id -> its own listener's
     port (``serve_app.http.lean_listener.registered_ports``); cheap_sheds : lanes read bodies up
     to BUFFER_BYTES whole and do not log their sheds (False: Serve's buffers, a log line per
     shed). A config without Serve's HTTP app backends is returned with the binds and the
     buffer size changed only."""
     config = _loopback_stats(config)
-    config = _connection_budget(config)
+    config = _connection_budget(config, maxconn)
     if cheap_sheds:
         config = _buffers_at_least(config, BUFFER_BYTES)
     body_wait = _body_wait(config)
@@ -172,8 +179,9 @@ def rewrite(
 def _connection_budget(config: str, maxconn: int | None = None) -> str:
     """The defaults' client timeouts cut to the budget above, ``timeout http-request`` added,
     their retries widened (``RETRY_ON``), the global ``maxconn`` sized to the file limit
-    (``front_connections``; ``maxconn`` overrides it), and per-source connection limits on the
-    HTTP and gRPC frontends that tighten past ``FILLING`` of it."""
+    (``front_connections``; ``maxconn`` overrides it), per-source connection limits on the
+    HTTP and gRPC frontends that tighten past ``FILLING`` of it, and past it no idle
+    keep-alive on the HTTP frontend."""
     maxconn = front_connections() if maxconn is None else maxconn
     config = re.sub(r"(?ms)^(global\s*$.*?^\s*maxconn\s+)\d+", rf"\g<1>{maxconn}", config, count=1)
 
@@ -188,15 +196,20 @@ def _connection_budget(config: str, maxconn: int | None = None) -> str:
     config = timeout(config, "client", CLIENT_IDLE_S)
     config = timeout(config, "http-keep-alive", KEEP_ALIVE_S)
     config = timeout(config, "http-request", REQUEST_S)
+    filling = int(maxconn * FILLING)
     limit = (
         "    stick-table type ipv6 size 100k expire 60s store conn_cur\n"
         "    tcp-request connection track-sc0 src\n"
         f"    tcp-request connection reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}\n"
-        f"    tcp-request connection reject if {{ fe_conn gt {int(maxconn * FILLING)} }} "
+        f"    tcp-request connection reject if {{ fe_conn gt {filling} }} "
         f"{{ sc_conn_cur(0) gt {SHARE_WHEN_FILLING} }}\n"
     )
     # A request id the app would refuse, dropped before anything (Serve's own answers
     # included) can echo it.
+    # HTTP/1 only: an HTTP/2 connection (the gRPC frontend's) carries no Connection header.
+    no_idle_when_filling = (
+        f"    http-after-response set-header Connection close if {{ fe_conn gt {filling} }}\n"
+    )
     hygiene = (
         "    http-request del-header x-request-id if { req.hdr(x-request-id),length gt 128 }\n"
         "    http-request del-header x-request-id if { req.hdr(x-request-id) -m reg "
@@ -213,7 +226,7 @@ def _connection_budget(config: str, maxconn: int | None = None) -> str:
         if fronted and words[:1] == ["bind"]:
             out.append(limit)
             if section == "frontend http_frontend":
-                out.append(hygiene)
+                out.append(no_idle_when_filling + hygiene)
     return "".join(out)
 
 

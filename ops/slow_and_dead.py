@@ -8,6 +8,8 @@ attack:
 
 * ``idle_flood``: a host opens more connections than its budget and sends nothing;
 * ``trickled_bodies``: requests whose body arrives a few bytes a second and never ends;
+* ``slow_headers``: slowloris, from several hosts: requests whose headers arrive a line at a
+  time and never end;
 * ``killing_offline_children``: the low-priority processes that run static solves are
   SIGKILLed again and again while static solves arrive.
 
@@ -194,6 +196,62 @@ def trickled_bodies(
         stop.set()
         for t in threads:
             t.join(timeout=5)
+
+
+@contextmanager
+def slow_headers(
+    port: int,
+    path: str,
+    hosts: list[str],
+    per_host: int,
+    every_s: float = 1.0,
+) -> Iterator[dict]:
+    """Slowloris from several hosts: ``per_host`` requests to ``path`` from each address in
+    ``hosts`` whose headers arrive one short line every ``every_s`` and never end, each opened
+    again when the proxy drops it (one thread drives them all); yields ``{"opened": n,
+    "dropped": n, "refused": n}`` (refused: at connect)."""
+    stop = threading.Event()
+    stats = {"opened": 0, "dropped": 0, "refused": 0}
+    slots: list[tuple[str, socket.socket | None]] = [
+        (host, None) for host in hosts for _ in range(per_host)
+    ]
+    head = f"POST {path} HTTP/1.1\r\nHost: orml\r\n".encode()
+
+    def drive() -> None:
+        line = itertools.count()
+        while not stop.is_set():
+            tick = time.monotonic()
+            for k, (host, s) in enumerate(slots):
+                if stop.is_set():
+                    break
+                try:
+                    if s is None:
+                        s = _connect(host, port, timeout_s=0.5)
+                        stats["opened"] += 1
+                        s.setblocking(False)
+                        s.send(head)
+                    else:
+                        s.send(f"x-slow-{next(line)}: 1\r\n".encode())
+                except OSError:
+                    if s is None:
+                        stats["refused"] += 1
+                    else:
+                        stats["dropped"] += 1
+                        s.close()
+                    s = None
+                slots[k] = (host, s)
+            stop.wait(max(0.0, every_s - (time.monotonic() - tick)))
+
+    thread = threading.Thread(target=drive, daemon=True)
+    thread.start()
+    try:
+        yield stats
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+        for _, s in slots:
+            if s is not None:
+                s.close()
 
 
 def kill_offline_children(deployment: str = "OrSolver", app: str = "orml") -> set[int]:

@@ -393,3 +393,53 @@ def test_the_proxys_budget_is_its_file_limit_and_shares_tighten_as_it_fills():
     assert "maxconn 10000" in got and "maxconn 4096" not in got
     assert f"reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}" in got
     assert f"reject if {{ fe_conn gt 5000 }} {{ sc_conn_cur(0) gt {SHARE_WHEN_FILLING} }}" in got
+    assert "set-header Connection close if { fe_conn gt 5000 }" in got
+
+
+class QuickReplica(SlowReplica):
+    """An ingress replica that answers at once."""
+
+    def do_POST(self) -> None:
+        self._answer(self.rfile.read(int(self.headers["content-length"])))
+
+
+def _kept_open(port: int, source: str = "127.0.0.1") -> tuple[bytes, bool]:
+    """One request on a new connection from ``source``; (its status line, whether the proxy
+    kept the connection open after the answer)."""
+    with socket.socket() as s:
+        s.bind((source, 0))
+        s.settimeout(5)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"POST /v1/routes/solve HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+        answer = b""
+        while not answer.endswith(b"\r\n\r\n{}"):
+            answer += s.recv(4096)
+        s.settimeout(0.5)
+        try:
+            return answer.split(b"\r\n", 1)[0], s.recv(1) != b""
+        except TimeoutError:
+            return answer.split(b"\r\n", 1)[0], True
+
+
+def test_past_half_its_budget_the_proxy_keeps_no_connection_idle(config, tmp_path):
+    """The real HAProxy on a budget of 16 connections: an answer keeps its connection open
+    for the next request; with 9 idle connections from another host (past FILLING) the same
+    answer closes it, so no caller holds a connection between requests while the proxy fills
+    (Envoy's overload manager does the same: ``disable_http_keepalive``)."""
+    replica = ThreadingHTTPServer(("127.0.0.1", 0), QuickReplica)
+    threading.Thread(target=replica.serve_forever, daemon=True).start()
+    served, front = _on_free_ports(config, replica.server_address[1])
+    try:
+        with _proxy(rewrite(served, {"/v1/dispatch": 12}, maxconn=16), tmp_path, front):
+            assert _kept_open(front) == (b"HTTP/1.1 200 OK", True)
+            idle = [socket.create_connection(("127.0.0.1", front)) for _ in range(9)]
+            try:
+                time.sleep(0.2)
+                assert _kept_open(front) == (b"HTTP/1.1 200 OK", False)
+            finally:
+                for s in idle:
+                    s.close()
+            time.sleep(0.2)
+            assert _kept_open(front) == (b"HTTP/1.1 200 OK", True)
+    finally:
+        replica.shutdown()
