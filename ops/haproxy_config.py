@@ -108,6 +108,9 @@ CONNECTIONS_PER_SOURCE = 1024
 #: cannot fill the proxy, and a host with few connections still gets in), and every HTTP/1
 #: answer closes its connection instead of keeping it idle for ``KEEP_ALIVE_S`` (Envoy's
 #: ``disable_http_keepalive``): a connection is then held only while a request is on it.
+#: Past ``NEARLY_FULL`` the share shrinks to ``SHARE_WHEN_NEARLY_FULL``: hosts that each hold
+#: a full share take the proxy only that far, and the rest takes 190 more hosts at 7,589
+#: connections (59 with the one share), while a caller holding a few still gets in.
 #: The header timeout (``REQUEST_S``) does not tighten: HAProxy 2.8 reads a request's headers
 #: before any rule can see the connection, and sets that timeout per frontend only.
 RESERVED_FDS = 1024
@@ -115,6 +118,8 @@ FDS_PER_CONNECTION = 2.5
 MAX_CONNECTIONS = 200_000
 FILLING = 0.5
 SHARE_WHEN_FILLING = 64
+NEARLY_FULL = 0.8
+SHARE_WHEN_NEARLY_FULL = 8
 
 
 def front_connections(nofile: int | None = None) -> int:
@@ -201,8 +206,14 @@ def _connection_budget(config: str, maxconn: int | None = None) -> str:
         "    stick-table type ipv6 size 100k expire 60s store conn_cur\n"
         "    tcp-request connection track-sc0 src\n"
         f"    tcp-request connection reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}\n"
-        f"    tcp-request connection reject if {{ fe_conn gt {filling} }} "
-        f"{{ sc_conn_cur(0) gt {SHARE_WHEN_FILLING} }}\n"
+        + "".join(
+            f"    tcp-request connection reject if {{ fe_conn gt {int(maxconn * full)} }} "
+            f"{{ sc_conn_cur(0) gt {share} }}\n"
+            for full, share in (
+                (FILLING, SHARE_WHEN_FILLING),
+                (NEARLY_FULL, SHARE_WHEN_NEARLY_FULL),
+            )
+        )
     )
     # A request id the app would refuse, dropped before anything (Serve's own answers
     # included) can echo it.

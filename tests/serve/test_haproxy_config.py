@@ -380,6 +380,7 @@ def test_the_proxys_budget_is_its_file_limit_and_shares_tighten_as_it_fills():
     from ops.haproxy_config import (
         CONNECTIONS_PER_SOURCE,
         SHARE_WHEN_FILLING,
+        SHARE_WHEN_NEARLY_FULL,
         _connection_budget,
         front_connections,
     )
@@ -394,6 +395,9 @@ def test_the_proxys_budget_is_its_file_limit_and_shares_tighten_as_it_fills():
     assert f"reject if {{ sc_conn_cur(0) gt {CONNECTIONS_PER_SOURCE} }}" in got
     assert f"reject if {{ fe_conn gt 5000 }} {{ sc_conn_cur(0) gt {SHARE_WHEN_FILLING} }}" in got
     assert "set-header Connection close if { fe_conn gt 5000 }" in got
+    assert (
+        f"reject if {{ fe_conn gt 8000 }} {{ sc_conn_cur(0) gt {SHARE_WHEN_NEARLY_FULL} }}" in got
+    )
 
 
 class QuickReplica(SlowReplica):
@@ -442,4 +446,45 @@ def test_past_half_its_budget_the_proxy_keeps_no_connection_idle(config, tmp_pat
             time.sleep(0.2)
             assert _kept_open(front) == (b"HTTP/1.1 200 OK", True)
     finally:
+        replica.shutdown()
+
+
+def _refused(s: socket.socket) -> bool:
+    """Whether the proxy closed ``s`` at once (a connection refused at accept)."""
+    s.settimeout(0.3)
+    try:
+        return s.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:  # reset
+        return True
+
+
+def test_a_hosts_share_shrinks_as_the_proxy_nears_full(config, tmp_path):
+    """The real HAProxy on a budget of 40 connections (half: 20, nearly full: 32): one host
+    holding idle connections is refused once the proxy is nearly full and it holds more than
+    ``SHARE_WHEN_NEARLY_FULL``, and a host holding none still gets in and is answered."""
+    from ops.haproxy_config import NEARLY_FULL, SHARE_WHEN_NEARLY_FULL
+
+    replica = ThreadingHTTPServer(("127.0.0.1", 0), QuickReplica)
+    threading.Thread(target=replica.serve_forever, daemon=True).start()
+    served, front = _on_free_ports(config, replica.server_address[1])
+    held: list[socket.socket] = []
+    try:
+        with _proxy(rewrite(served, {"/v1/dispatch": 12}, maxconn=40), tmp_path, front):
+            for _ in range(38):
+                s = socket.socket()
+                s.bind(("127.0.0.2", 0))
+                s.connect(("127.0.0.1", front))
+                held.append(s)
+            time.sleep(0.3)
+            kept = sum(not _refused(s) for s in held)
+            # the rest refused past nearly full (the proxy may still count a connection just
+            # closed, such as the readiness probe's)
+            assert int(40 * NEARLY_FULL) - 2 <= kept <= int(40 * NEARLY_FULL), kept
+            assert kept > SHARE_WHEN_NEARLY_FULL
+            assert _kept_open(front, "127.0.0.3")[0] == b"HTTP/1.1 200 OK"
+    finally:
+        for s in held:
+            s.close()
         replica.shutdown()
