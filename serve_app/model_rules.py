@@ -1,6 +1,6 @@
 """What a request model says of its fields, read for the readers that apply its rules
-without it (the JSON and protobuf fast paths): each field's constraints, bounds, lengths and
-item types, from the pydantic model, so no rule is restated beside it."""
+without it (the JSON, msgpack and protobuf fast paths): each field's constraints, bounds,
+lengths and item types, from the pydantic model, so no rule is restated beside it."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""A valid dispatch round (JSON, or a gRPC message's fields) decoded straight into the
-packer's columns, in C, for the hot path.
+"""A valid dispatch round (JSON or msgpack, or a gRPC message's fields) decoded straight into
+the packer's columns, in C, for the hot path.
 
 Validating a round with the pydantic model (``serve_app.schemas``) and then building its
 domain objects was about half of a round's serving overhead (``bench/serve_load.py``); building
@@ -7,7 +7,9 @@ a domain object per rider, stop and carried order was most of what remained
 (``bench/big_round.py``). Here msgspec reads the body once, into *wire* Structs *generated from
 that model* (one definition of the request: its fields, defaults, bounds and the configured list
 limits; nothing is restated) carrying every constraint of the bounded model (types without
-coercion, ``ge``/``le``, lengths, no unknown fields). Then:
+coercion, ``ge``/``le``, lengths, no unknown fields); a msgpack body goes through the same
+Structs (msgspec's msgpack reader: lengths refused at their header, no binary or extension
+data where the model has none). Then:
 
 * the new orders and the weights become domain types (``Order``, ``DispatchWeights``: their
   checks run as usual), converted from the Structs in C;
@@ -16,7 +18,8 @@ coercion, ``ge``/``le``, lengths, no unknown fields). Then:
   and rounds over whole arrays, and are packed from them.
 
 The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
-a domain rule, malformed JSON) is validated by the pydantic model, which gives the answer (the
+a domain rule, malformed JSON or msgpack) is validated by the pydantic model, which gives the
+answer (the
 422 naming every bad field, the 413 naming the limit). The wire rules are the model's own:
 ``tests/serve/test_round_decoder.py`` holds every body to the model's reading (the same
 orders, weights and packed arrays, or the same refusal), and the generated Structs' rules to
@@ -105,12 +108,16 @@ def model_struct(model: type[BaseModel]) -> type:
 
 class RoundDecoder:
     """The dispatch endpoint's decoder under ``limits``: ``read(body, media)`` gives the
-    round; ``decode(body)`` is its fast path alone."""
+    round; ``decode(body, media)`` is its fast path alone."""
 
     def __init__(self, limits: Limits) -> None:
         model = RequestModels.for_limits(limits).dispatch
         self._model, self._limits = model, limits
-        self._wire = msgspec.json.Decoder(model_struct(model))
+        wire = model_struct(model)
+        self._wire: dict[str, Any] = {
+            codec.JSON: msgspec.json.Decoder(wire),
+            codec.MSGPACK: msgspec.msgpack.Decoder(wire),
+        }
 
     @staticmethod
     @functools.cache
@@ -118,24 +125,23 @@ class RoundDecoder:
         return RoundDecoder(limits)
 
     def read(self, body: bytes, media: str) -> RoundSource:
-        """The round of a request ``body`` in ``media`` (``codec.JSON`` or msgpack): a
-        valid JSON round straight to columns (``RoundSource``), anything else validated by the
+        """The round of a request ``body`` in ``media`` (``codec.JSON`` or ``codec.MSGPACK``):
+        a valid round straight to columns (``RoundSource``), anything else validated by the
         model.
         Raises as ``codec.validate_body`` (the 422 naming the fields, the 413)."""
-        if media == codec.JSON:
-            call = self.decode(body)
-            if call is not None:
-                return call
+        call = self.decode(body, media)
+        if call is not None:
+            return call
         return codec.validate_body(body, media, self._model).to_source()
 
-    def decode(self, body: bytes) -> RoundSource | None:
-        """The round as a ``RoundSource`` when the JSON ``body`` keeps the request's rules and
-        its new orders and weights the domain's, else None."""
+    def decode(self, body: bytes, media: str = codec.JSON) -> RoundSource | None:
+        """The round as a ``RoundSource`` when ``body`` (in ``media``) keeps the request's
+        rules and its new orders and weights the domain's, else None."""
         try:
-            got: Any = self._wire.decode(body)
+            got: Any = self._wire[media].decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
-        return self._wire_round(got, partial(self._by_model, body))
+        return self._wire_round(got, partial(self._by_model, body, media))
 
     def from_message(self, data: bytes, by_model: Callable[[], RoundSource]) -> RoundSource | None:
         """The round as a ``RoundSource`` from a serialized gRPC ``DispatchRequest``, read
@@ -176,5 +182,5 @@ class RoundDecoder:
             by_model,
         )
 
-    def _by_model(self, body: bytes) -> RoundSource:
-        return codec.validate_body(body, codec.JSON, self._model).to_source()
+    def _by_model(self, body: bytes, media: str) -> RoundSource:
+        return codec.validate_body(body, media, self._model).to_source()

@@ -1,6 +1,6 @@
 """The one form of a dispatch request the pipeline takes, whatever protocol brought it.
 
-Every reader makes a ``RoundSource``: the JSON and protobuf fast paths
+Every reader makes a ``RoundSource``: the JSON, msgpack and protobuf fast paths
 (``serve_app.round_decoder``: riders as columns straight from the request), the request
 model's reading (``serve_app.schemas.DispatchRequest.to_source``: the answer for anything the
 fast paths do not take whole) and the Python handle (``RoundSource.of_round``: a domain

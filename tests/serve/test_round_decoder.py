@@ -1,15 +1,16 @@
 """The dispatch fast path never accepts what the models refuse, nor reads a body differently.
 
-``serve_app.round_decoder`` takes a JSON round straight to the packer's columns and returns
-None for anything it does not take whole (the pydantic models then give the answer). So for
-every body: if it decodes, the models accept it too, with the same new orders and weights, and
-the round packs to the same arrays."""
+``serve_app.round_decoder`` takes a JSON or msgpack round straight to the packer's columns and
+returns None for anything it does not take whole (the pydantic models then give the answer).
+So for every body: if it decodes, the models accept it too, with the same new orders and
+weights, and the round packs to the same arrays."""
 
 from __future__ import annotations
 
 import copy
 import json
 
+import msgpack
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from pydantic import ValidationError
 
 from planner import generate_round
 from serve_app.config import Limits
+from serve_app.http import codec
 from serve_app.pipeline.errors import InvalidInput
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels
@@ -49,10 +51,10 @@ def reading(source) -> tuple:
     )
 
 
-def fast_round(body: bytes):
+def fast_round(body: bytes, media: str = codec.JSON):
     """The fast path's reading of ``body`` (``reading``), or None when it refuses it (at the
     decode, or as the model's ``InvalidInput`` when the round is packed)."""
-    got = DECODER.decode(body)
+    got = DECODER.decode(body, media)
     if got is None:
         return None
     try:
@@ -61,10 +63,10 @@ def fast_round(body: bytes):
         return None
 
 
-def model_round(body: bytes):
+def model_round(body: bytes, media: str = codec.JSON):
     """The models' reading of ``body`` (``reading``), or None when they refuse it."""
     try:
-        req = MODELS.dispatch.model_validate_json(body)
+        req = codec.validate_body(body, media, MODELS.dispatch)
         req.to_domain()
         return reading(req.to_source())
     except (ValidationError, InvalidInput):
@@ -84,10 +86,13 @@ def test_valid_rounds_decode_to_the_models_round(riders, orders, seed):
     body = base_body(riders, orders, seed)
     body["weights"] = {"late_weight": 2, "max_orders_per_rider": 2, "candidate_riders": 5}
     body["utc_offset_s"] = 3600
-    raw = json.dumps(body).encode()
-    got = DECODER.decode(raw)
-    assert got is not None
-    assert reading(got) == model_round(raw)
+    for raw, media in (
+        (json.dumps(body).encode(), codec.JSON),
+        (msgpack.packb(body), codec.MSGPACK),
+    ):
+        got = DECODER.decode(raw, media)
+        assert got is not None
+        assert reading(got) == model_round(raw, media)
 
 
 def test_bodies_past_a_limit_or_malformed_are_left_to_the_models():
@@ -143,6 +148,24 @@ HOSTILE = st.one_of(
 )
 
 
+#: What a msgpack body can hold that a JSON one cannot: non-finite floats, binary and extension
+#: data, integers past JSON's safe range, strings past the msgpack reader's bound, non-string
+#: map keys.
+MSGPACK_ONLY = st.sampled_from(
+    [
+        float("nan"),
+        float("inf"),
+        -float("inf"),
+        b"abc",
+        msgpack.ExtType(1, b"x"),
+        2**63,
+        -(2**63),
+        "a" * 5000,
+        {1: 2},
+    ]
+)
+
+
 def _paths(obj, here=()):
     """Every (container, key) in ``obj``."""
     if isinstance(obj, dict):
@@ -184,6 +207,42 @@ def test_the_fast_path_takes_a_body_when_the_model_does_and_reads_it_the_same(se
     # The same rules, generated from the model: it takes a body exactly when the model does,
     # and reads it the same.
     assert fast_round(raw) == model_round(raw), raw[:300]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 50),
+    edits=st.lists(
+        st.tuples(
+            st.integers(0, 10**6),
+            st.sampled_from(["set", "delete", "add"]),
+            st.one_of(HOSTILE, MSGPACK_ONLY),
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_a_msgpack_body_is_taken_when_the_model_takes_it_and_read_the_same(seed, edits):
+    """As above, for msgpack bodies, with the values only msgpack can carry among the edits;
+    the kind of each edit and its place are drawn apart."""
+    body = base_body(6, 4, seed)
+    for pick, how, shared in edits:
+        value = copy.deepcopy(shared)
+        places = list(_paths(body))
+        container, key = places[pick % len(places)]
+        if how == "set":
+            container[key] = value
+        elif how == "delete":
+            del container[key]
+        elif isinstance(container, dict):
+            container["unknown_field"] = value
+        else:
+            container.append(value)
+    try:
+        raw = msgpack.packb(body)
+    except (OverflowError, TypeError, ValueError):  # an integer past 64 bits
+        return
+    assert fast_round(raw, codec.MSGPACK) == model_round(raw, codec.MSGPACK), raw[:300]
 
 
 def test_riders_breaking_a_domain_rule_are_answered_by_the_model():
