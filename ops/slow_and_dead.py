@@ -242,13 +242,10 @@ def slow_headers(
                 slots[k] = (host, s)
             stop.wait(max(0.0, every_s - (time.monotonic() - tick)))
 
-    thread = threading.Thread(target=drive, daemon=True)
-    thread.start()
     try:
-        yield stats
+        with _in_background(drive, stop, join_s=30):
+            yield stats
     finally:
-        stop.set()
-        thread.join(timeout=30)
         for _, s in slots:
             if s is not None:
                 s.close()
@@ -281,13 +278,23 @@ def killing_offline_children(
         while not stop.wait(every_s):
             stats["killed"] += len(kill_offline_children(deployment, app))
 
-    thread = threading.Thread(target=kill, daemon=True)
+    with _in_background(kill, stop, join_s=every_s + 5):
+        yield stats
+
+
+@contextmanager
+def _in_background(
+    work: Callable[[], None], stop: threading.Event, join_s: float
+) -> Iterator[None]:
+    """``work`` on a thread of its own for the block; then ``stop`` is set and the thread
+    given ``join_s`` to end."""
+    thread = threading.Thread(target=work, daemon=True)
     thread.start()
     try:
-        yield stats
+        yield
     finally:
         stop.set()
-        thread.join(timeout=every_s + 5)
+        thread.join(timeout=join_s)
 
 
 def _is_python(pid: int) -> bool:
