@@ -37,6 +37,9 @@ this module, then the real binary with the same arguments). Three changes:
   four): on a small box its threads otherwise take the cores the replicas need; and, where it
   may, a few niceness steps above the replicas (``PRIORITY_ABOVE_REPLICAS``), so that the
   one thread answers its sheds on time while the replicas compute.
+* **Connections as a budget** (``_connection_budget``, the constants below): short client
+  timeouts, ``maxconn`` sized to the file limit, a share per source address that shrinks as
+  the proxy fills, and no idle keep-alive once it is half full.
 
 The lanes come from ``ORML_HAPROXY_LANES`` (JSON: {"path": capacity, ...}, paths below the
 app's route prefix; a null capacity routes the path to the replicas' own listeners without
@@ -215,12 +218,12 @@ def _connection_budget(config: str, maxconn: int | None = None) -> str:
             )
         )
     )
-    # A request id the app would refuse, dropped before anything (Serve's own answers
-    # included) can echo it.
     # HTTP/1 only: an HTTP/2 connection (the gRPC frontend's) carries no Connection header.
     no_idle_when_filling = (
         f"    http-after-response set-header Connection close if {{ fe_conn gt {filling} }}\n"
     )
+    # A request id the app would refuse, dropped before anything (Serve's own answers
+    # included) can echo it.
     hygiene = (
         "    http-request del-header x-request-id if { req.hdr(x-request-id),length gt 128 }\n"
         "    http-request del-header x-request-id if { req.hdr(x-request-id) -m reg "
