@@ -19,11 +19,10 @@ data where the model has none). Then:
 
 The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
 a domain rule, malformed JSON or msgpack) is validated by the pydantic model, which gives the
-answer (the
-422 naming every bad field, the 413 naming the limit). The wire rules are the model's own:
-``tests/serve/test_round_decoder.py`` holds every body to the model's reading (the same
-orders, weights and packed arrays, or the same refusal), and the generated Structs' rules to
-the model's.
+answer (the 422 naming every bad field, the 413 naming the limit). The wire rules are the
+model's own: ``tests/serve/test_round_decoder.py`` holds every body to the model's reading
+(the same orders, weights and packed arrays, or the same refusal), and the generated Structs'
+rules to the model's.
 """
 
 from __future__ import annotations
