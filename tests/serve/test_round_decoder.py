@@ -106,6 +106,19 @@ def test_bodies_past_a_limit_or_malformed_are_left_to_the_models():
     ):
         assert DECODER.decode(raw) is None
     assert DECODER.decode(b'{"now": 1, "riders": [], "orders": []}') is not None
+    # msgpack the same: past a limit (refused at the list's header), an unknown field, a
+    # non-finite now, binary where a number goes, truncated, not msgpack at all
+    empty = {"now": 1, "riders": [], "orders": []}
+    for raw in (
+        msgpack.packb(over),
+        msgpack.packb({**empty, "extra": 1}),
+        msgpack.packb({**empty, "now": float("nan")}),
+        msgpack.packb({**empty, "now": b"\x00"}),
+        msgpack.packb(base_body(3, 2, 1))[:-3],
+        b"\xc1",
+    ):
+        assert fast_round(raw, codec.MSGPACK) is None, raw[:60]
+    assert DECODER.decode(msgpack.packb(empty), codec.MSGPACK) is not None
 
 
 HOSTILE = st.one_of(
