@@ -115,7 +115,11 @@ CONNECTIONS_PER_SOURCE = 1024
 #: a full share take the proxy only that far, and the rest takes 190 more hosts at 7,589
 #: connections (59 with the one share), while a caller holding a few still gets in.
 #: The header timeout (``REQUEST_S``) does not tighten: HAProxy 2.8 reads a request's headers
-#: before any rule can see the connection, and sets that timeout per frontend only.
+#: before any rule of an HTTP frontend can see the connection, and sets that timeout per
+#: frontend only. A TCP-mode frontend can (``tcp-request content switch-mode http if HTTP``,
+#: then ``reject if WAIT_END`` past ``FILLING``: tried on 2.8.25), but Serve's HTTP frontend
+#: must stay in HTTP mode for its per-request log format, and a TCP gate in front of it
+#: would spend four descriptors per client connection instead of two, halving the budget.
 RESERVED_FDS = 1024
 FDS_PER_CONNECTION = 2.5
 MAX_CONNECTIONS = 200_000

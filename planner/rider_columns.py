@@ -182,7 +182,9 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
     5000-rider round has ~30,000 stops and ~15,000 carried orders."""
     n = len(riders)
     head = np.empty((n, len(HEAD_FIELDS)), np.float64)
-    head[:, :AVAILABLE] = np.array(list(map(_HEAD, riders)), np.float64).reshape(n, AVAILABLE)
+    head[:, :AVAILABLE] = np.fromiter(
+        chain.from_iterable(map(_HEAD, riders)), np.float64, n * AVAILABLE
+    ).reshape(n, AVAILABLE)
     available = [r.available_at for r in riders]
     head[:, AVAILABLE] = np.array([math.nan if t is None else t for t in available], np.float64)
     routes = list(map(attrgetter("route"), riders))
