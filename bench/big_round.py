@@ -45,7 +45,7 @@ from ops import local
 from planner import dispatch_round, generate_round
 from planner.round_to_arrays import PackedRound
 from serve_app.config import DispatchAppArgs
-from serve_app.grpc_api import convert, round_message
+from serve_app.grpc_api import codecs, convert
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.http.routes import lane_capacities
 from serve_app.round_decoder import RoundDecoder
@@ -195,7 +195,7 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
     limits = DispatchAppArgs().limits
     decoder = RoundDecoder.for_limits(limits)
     model = RequestModels.for_limits(limits).dispatch
-    round_message.warm_up()
+    codecs.warm_up()
 
     def json_by_model() -> PackedRound:
         return model.model_validate_json(body).to_source().packed()

@@ -154,6 +154,22 @@ class RouteTable(Mapping[str, "Route"]):
         for k, rider_id in enumerate(self._rider_ids):
             yield rider_id, ids[starts[k] : starts[k + 1]], pickup[starts[k] : starts[k + 1]]
 
+    def columns(self) -> tuple[list[str], list[int], list[str], list[bool]]:
+        """(rider_ids, starts, order_ids, pickup), as given: what an encoder writes from."""
+        return self._rider_ids, self._starts, self._order_ids, self._pickup
+
+    @staticmethod
+    def of(routes: Mapping[str, Route]) -> RouteTable:
+        """``routes`` as a table (itself where it is one)."""
+        if isinstance(routes, RouteTable):
+            return routes
+        starts, order_ids, pickup = [0], [], []
+        for route in routes.values():
+            order_ids += [s.order_id for s in route.stops]
+            pickup += [s.kind is StopKind.PICKUP for s in route.stops]
+            starts.append(len(order_ids))
+        return RouteTable(list(routes), starts, order_ids, pickup)
+
     def __reduce__(self) -> tuple[Any, ...]:
         return RouteTable, (self._rider_ids, self._starts, self._order_ids, self._pickup)
 

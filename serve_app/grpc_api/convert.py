@@ -3,7 +3,8 @@
 Requests become plain dicts (only the fields that were set; repeated fields always, as lists)
 validated by the same pydantic models as HTTP bodies, so both protocols accept and refuse
 exactly the same requests, naming the same fields. Answers are built from the same plain
-dicts the HTTP answers are encoded from.
+dicts the HTTP answers are encoded from (a dispatch round's, once the compiled writer is
+loaded, from the plan's columns: ``answer_message``).
 """
 
 from __future__ import annotations

@@ -24,9 +24,7 @@ the field) stands. ``tests/serve/test_round_message.py`` holds it to that readin
 from __future__ import annotations
 
 import functools
-import logging
 import math
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,16 +33,11 @@ import numpy as np
 from pydantic import BaseModel
 
 from domain import DispatchWeights, Order
-from kernels.compiled import compile_in_child_then_load
 from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
 from serve_app.pipeline.errors import TooLarge
 from serve_app.pipeline.limits import Limits
-
-log = logging.getLogger(__name__)
-_loaded = threading.Event()
-_failure = ""  # why loading failed ("" while loading or once loaded)
 
 
 @dataclass(frozen=True)
@@ -400,39 +393,3 @@ def warm_up() -> None:
     message = pb.DispatchRequest(now=1.0, riders=[rider], orders=[order("b")])
     if read_round(message.SerializeToString(), DispatchRequest, Limits()) is None:
         raise RuntimeError("the round reader refused its own warm-up round")
-    _loaded.set()
-
-
-def ready() -> bool:
-    """Whether the reader is loaded in this process (the servers use it only then)."""
-    return _loaded.is_set()
-
-
-def state() -> str:
-    """ "loaded", "loading", or "failed: <why>": a reader that failed to load leaves every
-    round to protobuf's parser and the model (slower, same answers), so it does not hold
-    readiness back."""
-    if _loaded.is_set():
-        return "loaded"
-    return f"failed: {_failure}" if _failure else "loading"
-
-
-def load_in_background() -> threading.Thread:
-    """Load the reader off the request path: on a cold cache a child process compiles it into
-    Numba's cache first (seconds with the GIL held), then this process loads it (about a
-    second); until then ``ready()`` is False."""
-
-    def run() -> None:
-        global _failure
-        code = "from serve_app.grpc_api.round_message import warm_up; warm_up()"
-        try:
-            compile_in_child_then_load([jit], code, warm_up)
-        except Exception as exc:  # any failure: every round takes the parser's path
-            _failure = f"{type(exc).__name__}: {exc}"[:200]
-            log.warning(
-                "the gRPC round reader did not load (%s); rounds take the parser's path", _failure
-            )
-
-    thread = threading.Thread(target=run, name="orml-round-reader", daemon=True)
-    thread.start()
-    return thread

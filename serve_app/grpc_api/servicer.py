@@ -25,9 +25,10 @@ from etr import versions
 from serve_app import kserve_v2
 from serve_app.deployment_status import DeploymentStatus, EtrModelState
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
-from serve_app.grpc_api import convert, inference, round_message, wire
+from serve_app.grpc_api import codecs, convert, inference, wire
 from serve_app.grpc_api import kserve_v2_pb2 as v2
 from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.grpc_api.answer_message import SerializedAnswer, dispatch_answer
 from serve_app.grpc_api.registration import INFERENCE_METHODS, METHODS, RawRequest
 from serve_app.http.codec import invalid_input
 from serve_app.pipeline import (
@@ -70,12 +71,14 @@ class GrpcEndpoints:
 
     async def Dispatch(  # noqa: N802
         self, request: RawRequest | pb.DispatchRequest, grpc_context: Any
-    ) -> pb.DispatchResponse:
-        async def run(ctx: CallContext) -> pb.DispatchResponse:
+    ) -> SerializedAnswer | pb.DispatchResponse:
+        async def run(ctx: CallContext) -> SerializedAnswer | pb.DispatchResponse:
             async def decode() -> RoundSource:
                 return self._dispatch_source(request)
 
             plan = await self.pipeline.dispatch(decode, ctx)
+            if codecs.ready():
+                return dispatch_answer(plan)
             return convert.dispatch_response(plan_to_dict(plan))
 
         return await self._answer(
@@ -236,14 +239,14 @@ class GrpcEndpoints:
     def _dispatch_source(self, request: RawRequest | Message) -> RoundSource:
         """A dispatch round as HTTP's fast path reads one (``RoundDecoder``: the request's
         rules over columns), from the message's bytes once its reader is loaded
-        (``round_message.ready``); where it does not take the round whole, the model's
+        (``codecs.ready``); where it does not take the round whole, the model's
         reading, whose errors are the answer (as ``_validate``)."""
         model = self.models.dispatch
 
         def by_model() -> RoundSource:
             return self._validate(request, "dispatch", model).to_source()
 
-        if not round_message.ready():
+        if not codecs.ready():
             return by_model()
         # The reader counts the lists itself (compiled): the bytes' limit is all to check here.
         data = self._sized(request, "dispatch")

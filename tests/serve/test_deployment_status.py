@@ -1,6 +1,6 @@
 """``DeploymentStatus.readiness``: ready once both deployments are healthy, the solver's
-kernels are loaded and the ingress's gRPC reader has loaded or failed (a failed reader leaves
-rounds to the parser's path, so it must not hold traffic off the replica for good)."""
+kernels are loaded and the ingress's gRPC round codecs have loaded or failed (failed codecs
+leave rounds to the parser's path, so they must not hold traffic off the replica for good)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from serve_app.deployment_status import DeploymentStatus
-from serve_app.grpc_api import round_message
+from serve_app.grpc_api import codecs, round_message
 
 
 class Answers:
@@ -48,13 +48,13 @@ def test_a_reader_that_fails_to_load_says_why(monkeypatch):
     monkeypatch.setattr(round_message, "warm_up", refuse)
     # no compiling child: only this process's load, which fails
     monkeypatch.setattr(
-        round_message, "compile_in_child_then_load", lambda modules, code, load, **_: load()
+        codecs, "compile_in_child_then_load", lambda modules, code, load, **_: load()
     )
-    monkeypatch.setattr(round_message, "_failure", "")
-    assert round_message.state() in ("loading", "loaded")
-    round_message.load_in_background().join(10)
-    assert round_message.state() == (
+    monkeypatch.setattr(codecs, "_failure", "")
+    assert codecs.state() in ("loading", "loaded")
+    codecs.load_in_background().join(10)
+    assert codecs.state() == (
         "loaded"  # an earlier test in this process loaded it: a failure later cannot unload
-        if round_message.ready()
+        if codecs.ready()
         else "failed: RuntimeError: the round reader refused its own warm-up round"
     )
