@@ -19,7 +19,9 @@ hop, unpack; and the time outside the pipeline: transport, framing, the answer's
 in this process, the request to arrays each way the edge reads a round: for JSON the fast
 path (``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic
 validation, domain types, ``pack_round``); for protobuf the reader (``round_message``: the
-bytes straight to columns) against the model's (parse, fields, the model); the same arrays.
+bytes straight to columns) against the model's (parse, fields, the model); the same arrays;
+and the plan to its gRPC answer's bytes, written from its columns (``answer_message``) and
+filled from its dict.
 Writes DIR/big_round.csv and (--json) every run.
 """
 
@@ -38,6 +40,7 @@ import httpx
 import numpy as np
 from common import log, parser, write_csv
 
+from domain import DispatchPlan
 from etr.features import features_from_orders
 from etr.repository import load_artifact
 from etr.select import load_runtime
@@ -47,9 +50,10 @@ from planner.round_to_arrays import PackedRound
 from serve_app.config import DispatchAppArgs
 from serve_app.grpc_api import codecs, convert
 from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.grpc_api.answer_message import dispatch_answer
 from serve_app.http.routes import lane_capacities
 from serve_app.round_decoder import RoundDecoder
-from serve_app.schemas import DispatchRequest, RequestModels
+from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
 
 
 def main() -> None:
@@ -137,6 +141,7 @@ def main() -> None:
         channel.close()
     write_csv(args.out / "big_round.csv", rows)
     to_arrays = body_to_arrays(body, message, repeat)
+    to_arrays.update(answer_to_bytes(dispatch_round(round_), repeat))
     med = {
         key: statistics.median(r[key] for r in rows)
         for key in rows[0]
@@ -162,13 +167,15 @@ def main() -> None:
         )
     print(
         f"\n| {riders} x {orders}: request to arrays, in process (median ms) | fast path |"
-        " the model's path | ratio |\n|---|---|---|---|"
+        " the usual path (a request: the model's; the answer: its dict's) | ratio |"
+        "\n|---|---|---|---|"
     )
     for name, fast, model in (
         ("JSON body", to_arrays["fast_ms"], to_arrays["model_ms"]),
         ("protobuf message", to_arrays["message_fast_ms"], to_arrays["message_model_ms"]),
+        ("the plan to its protobuf answer", to_arrays["answer_ms"], to_arrays["answer_dict_ms"]),
     ):
-        print(f"| {name} | {fast:.0f} | {model:.0f} | {model / fast:.2f}x faster |")
+        print(f"| {name} | {fast:.1f} | {model:.1f} | {model / fast:.2f}x faster |")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -221,6 +228,30 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
     for got in packed.values():
         assert np.array_equal(got.routes.stop_xy, want.routes.stop_xy)
         assert np.array_equal(got.owner, want.owner) and got.order_ids == want.order_ids
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def answer_to_bytes(plan: DispatchPlan, repeat: int) -> dict[str, float]:
+    """Median ms from the plan to its gRPC answer's bytes, alternating: written from its columns
+    (``answer_message``) and filled from its dict (``plan_to_dict``, the message filled field
+    by field, serialized). Raises AssertionError if the messages differ."""
+    codecs.warm_up()
+    ways = {
+        "answer_ms": lambda: bytes(dispatch_answer(plan)),
+        "answer_dict_ms": lambda: convert.dispatch_response(plan_to_dict(plan)).SerializeToString(),
+    }
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    got: dict[str, bytes] = {}
+    for _ in range(max(repeat, 3)):
+        for name, way in ways.items():
+            t0 = time.perf_counter()
+            got[name] = way()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    answers = {
+        pb.DispatchResponse.FromString(b).SerializeToString(deterministic=True)
+        for b in got.values()
+    }
+    assert len(answers) == 1, "the two answers differ"
     return {k: statistics.median(v) for k, v in times.items()}
 
 

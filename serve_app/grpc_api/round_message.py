@@ -28,11 +28,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import numpy as np
 from pydantic import BaseModel
 
-from domain import DispatchWeights, Order
+from domain import DispatchWeights, LatLng, Order
 from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
@@ -334,32 +333,28 @@ def _weights(top: np.ndarray, rules: _Rules) -> DispatchWeights | None:
 def _new_orders(
     ids: list[str], values: np.ndarray, items: np.ndarray, counts: np.ndarray, spans: np.ndarray
 ) -> tuple[Order, ...] | None:
-    """The new orders as domain types (their own checks run); None where one refuses.
-
-    Converted by msgspec from one dict each: about 30% sooner than calling the frozen
-    dataclasses ``Order`` and ``LatLng`` field by field (2,000 orders in a big round)."""
+    """The new orders as domain types (their own checks run); None where one refuses."""
     listed = counts.tolist()
-    fields = [
-        {
-            "id": i,
-            "pickup": {"lat": v[0], "lng": v[1]},
-            "dropoff": {"lat": v[2], "lng": v[3]},
-            "created_at": v[4],
-            "ready_at": v[5],
-            "promised_at": v[6],
-            "pickup_service_s": v[7],
-            "dropoff_service_s": v[8],
-            "size": v[9],
-            "items": n,
-            "item_counts": listed[a:b],
-        }
-        for i, v, n, (a, b) in zip(
-            ids, values.tolist(), items.tolist(), spans.tolist(), strict=True
-        )
-    ]
     try:
-        return tuple(msgspec.convert(fields, list[Order]))
-    except (msgspec.ValidationError, ValueError):
+        return tuple(
+            Order(
+                id=i,
+                pickup=LatLng(v[0], v[1]),
+                dropoff=LatLng(v[2], v[3]),
+                created_at=v[4],
+                ready_at=v[5],
+                promised_at=v[6],
+                pickup_service_s=v[7],
+                dropoff_service_s=v[8],
+                size=v[9],
+                items=n,
+                item_counts=tuple(listed[a:b]),
+            )
+            for i, v, n, (a, b) in zip(
+                ids, values.tolist(), items.tolist(), spans.tolist(), strict=True
+            )
+        )
+    except ValueError:
         return None
 
 
