@@ -47,8 +47,9 @@ from etr.select import load_runtime
 from ops import local
 from planner import dispatch_round, generate_round
 from planner.round_to_arrays import PackedRound
+from serve_app import codecs
 from serve_app.config import DispatchAppArgs
-from serve_app.grpc_api import codecs, convert
+from serve_app.grpc_api import convert
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.answer_message import dispatch_answer
 from serve_app.http.routes import lane_capacities

@@ -22,8 +22,8 @@ from ray.serve.handle import DeploymentHandle
 from actors.cpu_priority import raise_priority
 from config import get_settings
 from domain import DispatchPlan, DispatchRound, TrafficClass
+from serve_app import codecs
 from serve_app.config import DispatchAppArgs, Limits
-from serve_app.grpc_api import codecs
 from serve_app.grpc_api.cap import GRPC_CAP_ENV
 from serve_app.grpc_api.servicer import serve_grpc_methods
 from serve_app.heap_probe import HeapProbe
@@ -86,9 +86,9 @@ class DispatchIngress:
         self.args = DispatchAppArgs(**args)
         self.cpu_priority = raise_priority(self.args.ingress_priority_steps)
         log.info("Ingress CPU priority: %s", self.cpu_priority)
-        # First: the gRPC round codecs load (compiled in a child on a cold cache) while the
-        # rest is built; the replica is ready once they have loaded (or failed: rounds then
-        # take the parser's path, see codecs.state).
+        # First: the round codecs load (compiled in a child on a cold cache) while the rest
+        # is built; the replica is ready once they have loaded (or failed: rounds then take
+        # the slower paths, see codecs.state).
         codecs.load_in_background()
         _warn_if_grpc_uncapped(self.args.limits.max_body_bytes)
         self.parts = build_ingress_parts(or_solver, etr, self.args, codecs.state)

@@ -22,7 +22,7 @@ class ReportsReady(Protocol):
 class DeploymentStatus:
     """solver, etr : what answers ``ready()`` for each deployment (its state as a dict);
     timeout_s : how long both may take to answer; round_reader : the state of this ingress's
-    compiled gRPC round codecs (``grpc_api.codecs.state``: "loading", "loaded" or "failed:
+    compiled round codecs (``codecs.state``: "loading", "loaded" or "failed:
     ..."); a replica is not ready while it loads, as the solver not while its kernels do."""
 
     def __init__(

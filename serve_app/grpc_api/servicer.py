@@ -22,10 +22,10 @@ from pydantic import ValidationError
 
 from domain import TrafficClass
 from etr import versions
-from serve_app import kserve_v2
+from serve_app import codecs, kserve_v2
 from serve_app.deployment_status import DeploymentStatus, EtrModelState
 from serve_app.error_answers import answer_for, detail_for, retry_after_header, retry_after_s
-from serve_app.grpc_api import codecs, convert, inference, wire
+from serve_app.grpc_api import convert, inference, wire
 from serve_app.grpc_api import kserve_v2_pb2 as v2
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.answer_message import SerializedAnswer, dispatch_answer

@@ -15,9 +15,10 @@ from fastapi.responses import JSONResponse, Response
 
 from domain import TrafficClass
 from etr import versions
-from serve_app import kserve_v2
+from serve_app import codecs, kserve_v2
 from serve_app.deployment_status import DeploymentStatus, EtrModelState
 from serve_app.http import codec
+from serve_app.http.answer_json import dispatch_answer_json
 from serve_app.pipeline import (
     Admission,
     CallContext,
@@ -69,6 +70,8 @@ class HttpEndpoints:
             return self.round_decoder.read(*await codec.read_body(request))
 
         plan = await self.pipeline.dispatch(decode, ctx)
+        if codecs.ready() and codec.answer_media_type(request) == codec.JSON:
+            return Response(dispatch_answer_json(plan), media_type=codec.JSON)
         return codec.encode(request, plan_to_dict(plan))
 
     async def etr_minutes(self, request: Request) -> Response:

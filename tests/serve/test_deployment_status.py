@@ -1,5 +1,5 @@
 """``DeploymentStatus.readiness``: ready once both deployments are healthy, the solver's
-kernels are loaded and the ingress's gRPC round codecs have loaded or failed (failed codecs
+kernels are loaded and the ingress's round codecs have loaded or failed (failed codecs
 leave rounds to the parser's path, so they must not hold traffic off the replica for good)."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ import asyncio
 
 import pytest
 
+from serve_app import codecs
 from serve_app.deployment_status import DeploymentStatus
-from serve_app.grpc_api import codecs, round_message
+from serve_app.grpc_api import round_message
 
 
 class Answers:

@@ -1,9 +1,11 @@
-"""The compiled codecs of a gRPC dispatch round, loaded off the request path: the reader of
-its request (``round_message``) and the writer of its answer (``answer_message``).
+"""The compiled codecs of a dispatch round, loaded off the request path: the reader of a gRPC
+request (``grpc_api.round_message``), the writers of its answer as protobuf
+(``grpc_api.answer_message``) and as JSON (``http.answer_json``).
 
-Until they are loaded a round's request takes protobuf's parser and the model, and its answer
-a message filled from the plan's dict: slower, the same answers. A replica starts loading them
-first (``load_in_background``) and reports their ``state`` with its readiness.
+Until they are loaded a gRPC round's request takes protobuf's parser and the model, and an
+answer is built from the plan's dict: slower, the same answers (the JSON byte for byte). A
+replica starts loading them first (``load_in_background``) and reports their ``state`` with
+its readiness.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from serve_app.grpc_api import (
     answer_message,
     round_message,
 )
+from serve_app.http import _answer_json_jit, answer_json
 
 log = logging.getLogger(__name__)
 _loaded = threading.Event()
@@ -28,6 +31,7 @@ def warm_up() -> None:
     """Compile both (or load them from Numba's on-disk cache) in this process."""
     round_message.warm_up()
     answer_message.warm_up()
+    answer_json.warm_up()
     _loaded.set()
 
 
@@ -52,13 +56,14 @@ def load_in_background() -> threading.Thread:
 
     def run() -> None:
         global _failure
-        code = "from serve_app.grpc_api.codecs import warm_up; warm_up()"
+        code = "from serve_app.codecs import warm_up; warm_up()"
         try:
-            compile_in_child_then_load([_round_message_jit, _answer_message_jit], code, warm_up)
+            modules = [_round_message_jit, _answer_message_jit, _answer_json_jit]
+            compile_in_child_then_load(modules, code, warm_up)
         except Exception as exc:  # any failure: every round takes the parser's path
             _failure = f"{type(exc).__name__}: {exc}"[:200]
             log.warning(
-                "the gRPC round codecs did not load (%s); rounds take the parser's path", _failure
+                "the round codecs did not load (%s); rounds take the slower paths", _failure
             )
 
     thread = threading.Thread(target=run, name="orml-round-codecs", daemon=True)

@@ -1,0 +1,173 @@
+"""The compiled assembly of a dispatch answer's big fields as JSON (``answer_json`` is its caller).
+
+It writes no value itself: every string and number comes as its span in an array orjson
+encoded (``elements`` finds them), so each is exactly the text orjson writes for it; this pass
+lays them out with the keys, braces and commas of ``plan_to_dict``'s shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_QUOTE, _BACKSLASH, _COMMA = 34, 92, 44
+
+
+def _text(value: str) -> np.ndarray:
+    return np.frombuffer(value.encode(), np.uint8).copy()
+
+
+_ASSIGNMENT_OPEN = _text('{"order_id":')
+_RIDER = _text(',"rider_id":')
+_COST = _text(',"cost":')
+_STOP_OPEN = _text('{"order_id":')
+_PICKUP = _text(',"kind":"pickup"}')
+_DROPOFF = _text(',"kind":"dropoff"}')
+_PLANNED = _text(':{"planned_s":')
+_ETR = _text(',"etr_s":')
+
+
+@njit(cache=True, nogil=True)
+def elements(data):
+    """int64[N, 2]: the (start, end) of each element of the JSON array ``data`` (as orjson
+    writes one: no whitespace), commas inside strings skipped."""
+    n = 0
+    if len(data) > 2:
+        n = 1
+        inside = False
+        k = 1
+        while k < len(data) - 1:
+            byte = data[k]
+            if inside:
+                if byte == _BACKSLASH:
+                    k += 1
+                elif byte == _QUOTE:
+                    inside = False
+            elif byte == _QUOTE:
+                inside = True
+            elif byte == _COMMA:
+                n += 1
+            k += 1
+    spans = np.empty((n, 2), np.int64)
+    if n == 0:
+        return spans
+    at = 0
+    spans[0, 0] = 1
+    inside = False
+    k = 1
+    while k < len(data) - 1:
+        byte = data[k]
+        if inside:
+            if byte == _BACKSLASH:
+                k += 1
+            elif byte == _QUOTE:
+                inside = False
+        elif byte == _QUOTE:
+            inside = True
+        elif byte == _COMMA:
+            spans[at, 1] = k
+            at += 1
+            spans[at, 0] = k + 1
+        k += 1
+    spans[at, 1] = len(data) - 1
+    return spans
+
+
+@njit(cache=True, nogil=True)
+def _put(out, pos, data, start, stop):
+    out[pos : pos + stop - start] = data[start:stop]
+    return pos + stop - start
+
+
+@njit(cache=True, nogil=True)
+def _put_all(out, pos, text):
+    out[pos : pos + len(text)] = text
+    return pos + len(text)
+
+
+@njit(cache=True, nogil=True)
+def write(assigned, routes, arrivals):
+    """The JSON text of ``"assignments"``' list, ``"routes"``' object and ``"arrivals"``'
+    object, as three uint8 arrays (each a value: ``[...]``, ``{...}``, ``{...}``).
+
+    assigned : (order ids, rider ids, costs): each an orjson array and its element spans.
+    routes : (rider ids, spans, starts int64[K + 1], stop ids, spans, pickup bool[S]).
+    arrivals : (order ids, spans, planned, spans, etr (numbers or null), spans)."""
+    o_data, o_at, r_data, r_at, c_data, c_at = assigned
+    k_data, k_at, starts, s_data, s_at, pickup = routes
+    n_data, n_at, p_data, p_at, e_data, e_at = arrivals
+    n_assigned, n_riders, n_arrivals = len(o_at), len(starts) - 1, len(n_at)
+    size = 2
+    for i in range(n_assigned):
+        size += len(_ASSIGNMENT_OPEN) + len(_RIDER) + len(_COST) + 2
+        size += o_at[i, 1] - o_at[i, 0] + r_at[i, 1] - r_at[i, 0] + c_at[i, 1] - c_at[i, 0]
+    one = np.empty(size, np.uint8)
+    pos = 0
+    one[pos] = 91  # [
+    pos += 1
+    for i in range(n_assigned):
+        if i:
+            one[pos] = _COMMA
+            pos += 1
+        pos = _put_all(one, pos, _ASSIGNMENT_OPEN)
+        pos = _put(one, pos, o_data, o_at[i, 0], o_at[i, 1])
+        pos = _put_all(one, pos, _RIDER)
+        pos = _put(one, pos, r_data, r_at[i, 0], r_at[i, 1])
+        pos = _put_all(one, pos, _COST)
+        pos = _put(one, pos, c_data, c_at[i, 0], c_at[i, 1])
+        one[pos] = 125  # }
+        pos += 1
+    one[pos] = 93  # ]
+    pos += 1
+    one = one[:pos]
+    size = 2
+    for k in range(n_riders):
+        size += k_at[k, 1] - k_at[k, 0] + 4
+        for s in range(starts[k], starts[k + 1]):
+            size += len(_STOP_OPEN) + len(_DROPOFF) + 1 + s_at[s, 1] - s_at[s, 0]
+    two = np.empty(size, np.uint8)
+    pos = 0
+    two[pos] = 123  # {
+    pos += 1
+    for k in range(n_riders):
+        if k:
+            two[pos] = _COMMA
+            pos += 1
+        pos = _put(two, pos, k_data, k_at[k, 0], k_at[k, 1])
+        two[pos] = 58  # :
+        two[pos + 1] = 91  # [
+        pos += 2
+        for s in range(starts[k], starts[k + 1]):
+            if s > starts[k]:
+                two[pos] = _COMMA
+                pos += 1
+            pos = _put_all(two, pos, _STOP_OPEN)
+            pos = _put(two, pos, s_data, s_at[s, 0], s_at[s, 1])
+            pos = _put_all(two, pos, _PICKUP if pickup[s] else _DROPOFF)
+        two[pos] = 93  # ]
+        pos += 1
+    two[pos] = 125  # }
+    pos += 1
+    two = two[:pos]
+    size = 2
+    for i in range(n_arrivals):
+        size += len(_PLANNED) + len(_ETR) + 2
+        size += n_at[i, 1] - n_at[i, 0] + p_at[i, 1] - p_at[i, 0] + e_at[i, 1] - e_at[i, 0]
+    three = np.empty(size, np.uint8)
+    pos = 0
+    three[pos] = 123  # {
+    pos += 1
+    for i in range(n_arrivals):
+        if i:
+            three[pos] = _COMMA
+            pos += 1
+        pos = _put(three, pos, n_data, n_at[i, 0], n_at[i, 1])
+        pos = _put_all(three, pos, _PLANNED)
+        pos = _put(three, pos, p_data, p_at[i, 0], p_at[i, 1])
+        pos = _put_all(three, pos, _ETR)
+        pos = _put(three, pos, e_data, e_at[i, 0], e_at[i, 1])
+        three[pos] = 125  # }
+        pos += 1
+    three[pos] = 125  # }
+    pos += 1
+    return one, two, three[:pos]
