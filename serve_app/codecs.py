@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 
+from domain import Assignment, CostBreakdown, DispatchPlan, RouteTable
 from kernels.compiled import compile_in_child_then_load
 from serve_app.grpc_api import (
     _answer_message_jit,
@@ -30,8 +31,16 @@ _failure = ""  # why loading failed ("" while loading or once loaded)
 def warm_up() -> None:
     """Compile both (or load them from Numba's on-disk cache) in this process."""
     round_message.warm_up()
-    answer_message.warm_up()
-    answer_json.warm_up()
+    plan = DispatchPlan(  # one of each thing the answers hold
+        assignments=(Assignment("o", "r", 1.0),),
+        routes=RouteTable(["r"], [0, 1], ["o"], [True]),
+        predicted_arrival={"o": 1.0},
+        cost=CostBreakdown(1.0, 0.0, 1.0),
+        unassigned=(),
+        etr_arrival={"o": 2.0},
+    )
+    answer_message.dispatch_answer(plan)
+    answer_json.dispatch_answer_json(plan)
     _loaded.set()
 
 

@@ -28,31 +28,13 @@ _ETR = _text(',"etr_s":')
 
 
 @njit(cache=True, nogil=True)
-def elements(data):
-    """int64[N, 2]: the (start, end) of each element of the JSON array ``data`` (as orjson
-    writes one: no whitespace), commas inside strings skipped."""
-    n = 0
-    if len(data) > 2:
-        n = 1
-        inside = False
-        k = 1
-        while k < len(data) - 1:
-            byte = data[k]
-            if inside:
-                if byte == _BACKSLASH:
-                    k += 1
-                elif byte == _QUOTE:
-                    inside = False
-            elif byte == _QUOTE:
-                inside = True
-            elif byte == _COMMA:
-                n += 1
-            k += 1
-    spans = np.empty((n, 2), np.int64)
-    if n == 0:
-        return spans
+def _split(data, spans):
+    """How many elements the JSON array ``data`` holds (as orjson writes one: no whitespace;
+    commas inside strings skipped), and their (start, end) in ``spans`` where it has room."""
+    if len(data) <= 2:
+        return 0
     at = 0
-    spans[0, 0] = 1
+    start = 1
     inside = False
     k = 1
     while k < len(data) - 1:
@@ -65,11 +47,21 @@ def elements(data):
         elif byte == _QUOTE:
             inside = True
         elif byte == _COMMA:
-            spans[at, 1] = k
+            if at < len(spans):
+                spans[at, 0], spans[at, 1] = start, k
             at += 1
-            spans[at, 0] = k + 1
+            start = k + 1
         k += 1
-    spans[at, 1] = len(data) - 1
+    if at < len(spans):
+        spans[at, 0], spans[at, 1] = start, len(data) - 1
+    return at + 1
+
+
+@njit(cache=True, nogil=True)
+def elements(data):
+    """int64[N, 2]: the (start, end) of each element of the JSON array ``data``."""
+    spans = np.empty((_split(data, np.empty((0, 2), np.int64)), 2), np.int64)
+    _split(data, spans)
     return spans
 
 

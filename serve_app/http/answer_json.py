@@ -76,19 +76,3 @@ def dispatch_answer_json(plan: DispatchPlan) -> bytes:
             rest[1:],
         )
     )
-
-
-def warm_up() -> None:
-    """Compile the writer (or load it from Numba's on-disk cache) in this process, on a
-    plan with one of each thing it writes."""
-    from domain import Assignment, CostBreakdown
-
-    plan = DispatchPlan(
-        assignments=(Assignment("o", "r", 1.0),),
-        routes=RouteTable(["r"], [0, 1], ["o"], [True]),
-        predicted_arrival={"o": 1.0},
-        cost=CostBreakdown(1.0, 0.0, 1.0),
-        unassigned=(),
-        etr_arrival={"o": 2.0},
-    )
-    dispatch_answer_json(plan)
