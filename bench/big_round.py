@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import grpc
 import httpx
 import numpy as np
+import orjson
 from common import log, parser, write_csv
 
 from domain import DispatchPlan
@@ -52,6 +53,7 @@ from serve_app.config import DispatchAppArgs
 from serve_app.grpc_api import convert
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.answer_message import dispatch_answer
+from serve_app.http.answer_json import dispatch_answer_json
 from serve_app.http.routes import lane_capacities
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
@@ -175,6 +177,11 @@ def main() -> None:
         ("JSON body", to_arrays["fast_ms"], to_arrays["model_ms"]),
         ("protobuf message", to_arrays["message_fast_ms"], to_arrays["message_model_ms"]),
         ("the plan to its protobuf answer", to_arrays["answer_ms"], to_arrays["answer_dict_ms"]),
+        (
+            "the plan to its JSON answer",
+            to_arrays["answer_json_ms"],
+            to_arrays["answer_json_dict_ms"],
+        ),
     ):
         print(f"| {name} | {fast:.1f} | {model:.1f} | {model / fast:.2f}x faster |")
     if args.json:
@@ -233,13 +240,16 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
 
 
 def answer_to_bytes(plan: DispatchPlan, repeat: int) -> dict[str, float]:
-    """Median ms from the plan to its gRPC answer's bytes, alternating: written from its columns
-    (``answer_message``) and filled from its dict (``plan_to_dict``, the message filled field
-    by field, serialized). Raises AssertionError if the messages differ."""
+    """Median ms from the plan to its answer's bytes, alternating: gRPC's written from its
+    columns (``answer_message``) and filled from its dict (``plan_to_dict``, the message filled
+    field by field, serialized); JSON's assembled from its columns (``answer_json``) and
+    encoded from its dict. Raises AssertionError if either pair differs."""
     codecs.warm_up()
     ways = {
         "answer_ms": lambda: bytes(dispatch_answer(plan)),
         "answer_dict_ms": lambda: convert.dispatch_response(plan_to_dict(plan)).SerializeToString(),
+        "answer_json_ms": lambda: dispatch_answer_json(plan),
+        "answer_json_dict_ms": lambda: orjson.dumps(plan_to_dict(plan)),
     }
     times: dict[str, list[float]] = {k: [] for k in ways}
     got: dict[str, bytes] = {}
@@ -249,10 +259,11 @@ def answer_to_bytes(plan: DispatchPlan, repeat: int) -> dict[str, float]:
             got[name] = way()
             times[name].append((time.perf_counter() - t0) * 1e3)
     answers = {
-        pb.DispatchResponse.FromString(b).SerializeToString(deterministic=True)
-        for b in got.values()
+        pb.DispatchResponse.FromString(got[k]).SerializeToString(deterministic=True)
+        for k in ("answer_ms", "answer_dict_ms")
     }
-    assert len(answers) == 1, "the two answers differ"
+    assert len(answers) == 1, "the two gRPC answers differ"
+    assert got["answer_json_ms"] == got["answer_json_dict_ms"], "the two JSON answers differ"
     return {k: statistics.median(v) for k, v in times.items()}
 
 
