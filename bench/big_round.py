@@ -31,7 +31,9 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -57,6 +59,8 @@ from serve_app.http.answer_json import dispatch_answer_json
 from serve_app.http.routes import lane_capacities
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
+
+T = TypeVar("T")
 
 
 def main() -> None:
@@ -225,18 +229,12 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
         "message_fast_ms": lambda: decoder.from_message(message, message_by_model).packed(),
         "message_model_ms": message_by_model,
     }
-    times: dict[str, list[float]] = {k: [] for k in ways}
-    packed: dict[str, PackedRound] = {}
-    for _ in range(max(repeat, 3)):
-        for name, way in ways.items():
-            t0 = time.perf_counter()
-            packed[name] = way()
-            times[name].append((time.perf_counter() - t0) * 1e3)
+    medians, packed = _alternating(ways, repeat)
     want = packed["model_ms"]
     for got in packed.values():
         assert np.array_equal(got.routes.stop_xy, want.routes.stop_xy)
         assert np.array_equal(got.owner, want.owner) and got.order_ids == want.order_ids
-    return {k: statistics.median(v) for k, v in times.items()}
+    return medians
 
 
 def answer_to_bytes(plan: DispatchPlan, repeat: int) -> dict[str, float]:
@@ -251,20 +249,29 @@ def answer_to_bytes(plan: DispatchPlan, repeat: int) -> dict[str, float]:
         "answer_json_ms": lambda: dispatch_answer_json(plan),
         "answer_json_dict_ms": lambda: orjson.dumps(plan_to_dict(plan)),
     }
-    times: dict[str, list[float]] = {k: [] for k in ways}
-    got: dict[str, bytes] = {}
-    for _ in range(max(repeat, 3)):
-        for name, way in ways.items():
-            t0 = time.perf_counter()
-            got[name] = way()
-            times[name].append((time.perf_counter() - t0) * 1e3)
+    medians, got = _alternating(ways, repeat)
     answers = {
         pb.DispatchResponse.FromString(got[k]).SerializeToString(deterministic=True)
         for k in ("answer_ms", "answer_dict_ms")
     }
     assert len(answers) == 1, "the two gRPC answers differ"
     assert got["answer_json_ms"] == got["answer_json_dict_ms"], "the two JSON answers differ"
-    return {k: statistics.median(v) for k, v in times.items()}
+    return medians
+
+
+def _alternating(
+    ways: dict[str, Callable[[], T]], repeat: int
+) -> tuple[dict[str, float], dict[str, T]]:
+    """Each way called in turn, ``repeat`` rounds (at least 3): (median ms by name, the last
+    result of each)."""
+    times: dict[str, list[float]] = {k: [] for k in ways}
+    got: dict[str, T] = {}
+    for _ in range(max(repeat, 3)):
+        for name, way in ways.items():
+            t0 = time.perf_counter()
+            got[name] = way()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}, got
 
 
 if __name__ == "__main__":

@@ -83,62 +83,56 @@ def big_round(data: dict[str, Any]) -> list[Row]:
             "the round alone in process",
             f"{data['ratio_no_etr']:.2f}x",
         ),
-        *(
-            [
-                (
-                    "its 7.2 MiB JSON body to the kernels' arrays, in process",
-                    f"{data['body_to_arrays']['fast_ms']:.0f} ms",
-                    f"{data['body_to_arrays']['model_ms']:.0f} ms",
-                    "the model's path (pydantic, domain types)",
-                    f"{data['body_to_arrays']['model_ms'] / data['body_to_arrays']['fast_ms']:.2f}x"
-                    " faster",
-                )
-            ]
-            if "body_to_arrays" in data
-            else []
-        ),
-        *(
-            [
-                (
-                    "its 2.6 MiB protobuf message to the kernels' arrays, in process",
-                    f"{data['body_to_arrays']['message_fast_ms']:.0f} ms",
-                    f"{data['body_to_arrays']['message_model_ms']:.0f} ms",
-                    "the model's path (parse, fields, pydantic, domain types)",
-                    f"{data['body_to_arrays']['message_model_ms'] / data['body_to_arrays']['message_fast_ms']:.2f}x"  # noqa: E501
-                    " faster",
-                )
-            ]
-            if "message_fast_ms" in data.get("body_to_arrays", {})
-            else []
-        ),
-        *(
-            [
-                (
-                    "its plan to the gRPC answer's bytes, in process",
-                    f"{data['body_to_arrays']['answer_ms']:.1f} ms",
-                    f"{data['body_to_arrays']['answer_dict_ms']:.1f} ms",
-                    "the message filled from the plan's dict",
-                    f"{data['body_to_arrays']['answer_dict_ms'] / data['body_to_arrays']['answer_ms']:.2f}x"  # noqa: E501
-                    " faster",
-                )
-            ]
-            if "answer_ms" in data.get("body_to_arrays", {})
-            else []
-        ),
-        *(
-            [
-                (
-                    "its plan to the JSON answer's bytes, in process",
-                    f"{data['body_to_arrays']['answer_json_ms']:.1f} ms",
-                    f"{data['body_to_arrays']['answer_json_dict_ms']:.1f} ms",
-                    "the plan's dict encoded (the same bytes)",
-                    f"{data['body_to_arrays']['answer_json_dict_ms'] / data['body_to_arrays']['answer_json_ms']:.2f}x"  # noqa: E501
-                    " faster",
-                )
-            ]
-            if "answer_json_ms" in data.get("body_to_arrays", {})
-            else []
-        ),
+        *_in_process_rows(data.get("body_to_arrays", {})),
+    ]
+
+
+#: big_round's in-process comparisons: (figure, its key, the baseline's key, the baseline,
+#: digits of the ms).
+_IN_PROCESS = (
+    (
+        "its 7.2 MiB JSON body to the kernels' arrays, in process",
+        "fast_ms",
+        "model_ms",
+        "the model's path (pydantic, domain types)",
+        0,
+    ),
+    (
+        "its 2.6 MiB protobuf message to the kernels' arrays, in process",
+        "message_fast_ms",
+        "message_model_ms",
+        "the model's path (parse, fields, pydantic, domain types)",
+        0,
+    ),
+    (
+        "its plan to the gRPC answer's bytes, in process",
+        "answer_ms",
+        "answer_dict_ms",
+        "the message filled from the plan's dict",
+        1,
+    ),
+    (
+        "its plan to the JSON answer's bytes, in process",
+        "answer_json_ms",
+        "answer_json_dict_ms",
+        "the plan's dict encoded (the same bytes)",
+        1,
+    ),
+)
+
+
+def _in_process_rows(times: dict[str, float]) -> list[Row]:
+    """The rows of ``_IN_PROCESS`` that a run measured."""
+    return [
+        (
+            figure,
+            f"{times[mine]:.{digits}f} ms",
+            f"{times[theirs]:.{digits}f} ms",
+            baseline,
+            f"{times[theirs] / times[mine]:.2f}x faster",
+        )
+        for figure, mine, theirs, baseline, digits in _IN_PROCESS
+        if mine in times
     ]
 
 

@@ -29,7 +29,8 @@ _failure = ""  # why loading failed ("" while loading or once loaded)
 
 
 def warm_up() -> None:
-    """Compile both (or load them from Numba's on-disk cache) in this process."""
+    """Compile the reader and both writers (or load them from Numba's on-disk cache) in this
+    process."""
     round_message.warm_up()
     plan = DispatchPlan(  # one of each thing the answers hold
         assignments=(Assignment("o", "r", 1.0),),
@@ -51,8 +52,8 @@ def ready() -> bool:
 
 def state() -> str:
     """ "loaded", "loading", or "failed: <why>": codecs that failed to load leave every round
-    to protobuf's parser and the model (slower, same answers), so they do not hold readiness
-    back."""
+    to the slower paths (protobuf's parser and the model, answers from the plan's dict: the
+    same answers), so they do not hold readiness back."""
     if _loaded.is_set():
         return "loaded"
     return f"failed: {_failure}" if _failure else "loading"
@@ -69,7 +70,7 @@ def load_in_background() -> threading.Thread:
         try:
             modules = [_round_message_jit, _answer_message_jit, _answer_json_jit]
             compile_in_child_then_load(modules, code, warm_up)
-        except Exception as exc:  # any failure: every round takes the parser's path
+        except Exception as exc:  # any failure: every round takes the slower paths
             _failure = f"{type(exc).__name__}: {exc}"[:200]
             log.warning(
                 "the round codecs did not load (%s); rounds take the slower paths", _failure

@@ -360,14 +360,9 @@ _KIND = {True: StopKind.PICKUP.value, False: StopKind.DROPOFF.value}
 def _routes_to_dict(routes: Mapping[str, Route]) -> dict[str, list[dict[str, str]]]:
     """Routes as ``DispatchResponse``'s JSON form; from a ``RouteTable``'s columns where the
     plan holds one (no ``Stop`` objects built to be read once)."""
-    if isinstance(routes, RouteTable):
-        return {
-            rid: [{"order_id": oid, "kind": _KIND[p]} for oid, p in zip(ids, pickup, strict=True)]
-            for rid, ids, pickup in routes.stop_columns()
-        }
     return {
-        rid: [{"order_id": s.order_id, "kind": s.kind.value} for s in route.stops]
-        for rid, route in routes.items()
+        rid: [{"order_id": oid, "kind": _KIND[p]} for oid, p in zip(ids, pickup, strict=True)]
+        for rid, ids, pickup in RouteTable.of(routes).stop_columns()
     }
 
 
@@ -385,6 +380,14 @@ def plan_to_dict(plan: DispatchPlan) -> dict[str, Any]:
             oid: {"planned_s": t, "etr_s": etr.get(oid)}
             for oid, t in plan.predicted_arrival.items()
         },
+        **plan_summary(plan),
+    }
+
+
+def plan_summary(plan: DispatchPlan) -> dict[str, Any]:
+    """The answer's small fields, in ``plan_to_dict``'s form and order (what the answer writers
+    that lay out the big ones from the plan's columns add to them)."""
+    return {
         "cost": {
             "travel_s": plan.cost.travel_s,
             "lateness_s": plan.cost.lateness_s,

@@ -19,7 +19,8 @@ import numpy as np
 
 from domain import DispatchPlan, RouteTable
 from serve_app.grpc_api import _answer_message_jit as jit
-from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.grpc_api import convert
+from serve_app.schemas import plan_summary
 
 
 class SerializedAnswer(bytes):
@@ -71,16 +72,5 @@ def dispatch_answer(plan: DispatchPlan) -> SerializedAnswer:
             np.array([t is not None for t in etr_s], np.bool_).reshape(len(arriving)),
         ),
     )
-    small = pb.DispatchResponse(
-        cost=pb.Cost(
-            travel_s=plan.cost.travel_s, lateness_s=plan.cost.lateness_s, total=plan.cost.total
-        ),
-        unassigned=[
-            pb.Unassigned(order_id=u.order_id, reason=u.reason.value) for u in plan.unassigned
-        ],
-        backend=plan.backend,
-        solved_by=plan.solved_by,
-        model_version=plan.etr_model_version or "",
-        timings_ms=dict(plan.timings_ms),
-    )
+    small = convert.summary_response(plan_summary(plan))
     return SerializedAnswer(small.SerializeToString() + big.tobytes())

@@ -63,13 +63,10 @@ def _value(v: Any) -> Any:
     return message_to_dict(v) if isinstance(v, Message) else v
 
 
-def dispatch_response(d: dict[str, Any]) -> pb.DispatchResponse:
-    """From ``serve_app.schemas.plan_to_dict``'s dict.
-
-    Filled in place (``add``, map entries), not from keyword lists of built sub-messages: at
-    5000 x 2000 (2,000 assignments, 13,000 stops, 7,000 arrivals) that is 16 ms instead of
-    45 (``bench/big_round.py``'s gRPC figure)."""
-    resp = pb.DispatchResponse(
+def summary_response(d: dict[str, Any]) -> pb.DispatchResponse:
+    """A ``DispatchResponse`` of the small fields of ``plan_to_dict``'s dict (or of
+    ``plan_summary``'s)."""
+    return pb.DispatchResponse(
         cost=pb.Cost(**d["cost"]),
         unassigned=[pb.Unassigned(**u) for u in d["unassigned"]],
         backend=d["backend"],
@@ -77,6 +74,15 @@ def dispatch_response(d: dict[str, Any]) -> pb.DispatchResponse:
         model_version=d["model_version"] or "",
         timings_ms=d["timings_ms"],
     )
+
+
+def dispatch_response(d: dict[str, Any]) -> pb.DispatchResponse:
+    """From ``serve_app.schemas.plan_to_dict``'s dict.
+
+    Filled in place (``add``, map entries), not from keyword lists of built sub-messages: at
+    5000 x 2000 (2,000 assignments, 13,000 stops, 7,000 arrivals) that is 16 ms instead of
+    45 (``bench/big_round.py``'s gRPC figure)."""
+    resp = summary_response(d)
     assign = resp.assignments.add
     for a in d["assignments"]:
         assign(order_id=a["order_id"], rider_id=a["rider_id"], cost=a["cost"])

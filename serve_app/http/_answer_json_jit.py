@@ -24,6 +24,7 @@ _STOP_OPEN = _text('{"order_id":')
 _PICKUP = _text(',"kind":"pickup"}')
 _DROPOFF = _text(',"kind":"dropoff"}')
 _PLANNED = _text(':{"planned_s":')
+_NOTHING = _text("")
 _ETR = _text(',"etr_s":')
 
 
@@ -78,6 +79,34 @@ def _put_all(out, pos, text):
 
 
 @njit(cache=True, nogil=True)
+def _triples(opening, closing, first, one, one_at, second, two, two_at, third, three, three_at):
+    """``opening``, then per element ``first`` one ``second`` two ``third`` three ``}`` (each
+    of one, two, three the element's span in that array), commas between, then ``closing``."""
+    n = len(one_at)
+    size = 2 + n * (len(first) + len(second) + len(third) + 2)
+    for i in range(n):
+        size += one_at[i, 1] - one_at[i, 0] + two_at[i, 1] - two_at[i, 0]
+        size += three_at[i, 1] - three_at[i, 0]
+    out = np.empty(size, np.uint8)
+    out[0] = opening
+    pos = 1
+    for i in range(n):
+        if i:
+            out[pos] = _COMMA
+            pos += 1
+        pos = _put_all(out, pos, first)
+        pos = _put(out, pos, one, one_at[i, 0], one_at[i, 1])
+        pos = _put_all(out, pos, second)
+        pos = _put(out, pos, two, two_at[i, 0], two_at[i, 1])
+        pos = _put_all(out, pos, third)
+        pos = _put(out, pos, three, three_at[i, 0], three_at[i, 1])
+        out[pos] = 125  # }
+        pos += 1
+    out[pos] = closing
+    return out[: pos + 1]
+
+
+@njit(cache=True, nogil=True)
 def write(assigned, routes, arrivals):
     """The JSON text of ``"assignments"``' list, ``"routes"``' object and ``"arrivals"``'
     object, as three uint8 arrays (each a value: ``[...]``, ``{...}``, ``{...}``).
@@ -88,30 +117,10 @@ def write(assigned, routes, arrivals):
     o_data, o_at, r_data, r_at, c_data, c_at = assigned
     k_data, k_at, starts, s_data, s_at, pickup = routes
     n_data, n_at, p_data, p_at, e_data, e_at = arrivals
-    n_assigned, n_riders, n_arrivals = len(o_at), len(starts) - 1, len(n_at)
-    size = 2
-    for i in range(n_assigned):
-        size += len(_ASSIGNMENT_OPEN) + len(_RIDER) + len(_COST) + 2
-        size += o_at[i, 1] - o_at[i, 0] + r_at[i, 1] - r_at[i, 0] + c_at[i, 1] - c_at[i, 0]
-    one = np.empty(size, np.uint8)
-    pos = 0
-    one[pos] = 91  # [
-    pos += 1
-    for i in range(n_assigned):
-        if i:
-            one[pos] = _COMMA
-            pos += 1
-        pos = _put_all(one, pos, _ASSIGNMENT_OPEN)
-        pos = _put(one, pos, o_data, o_at[i, 0], o_at[i, 1])
-        pos = _put_all(one, pos, _RIDER)
-        pos = _put(one, pos, r_data, r_at[i, 0], r_at[i, 1])
-        pos = _put_all(one, pos, _COST)
-        pos = _put(one, pos, c_data, c_at[i, 0], c_at[i, 1])
-        one[pos] = 125  # }
-        pos += 1
-    one[pos] = 93  # ]
-    pos += 1
-    one = one[:pos]
+    n_riders = len(starts) - 1
+    one = _triples(
+        91, 93, _ASSIGNMENT_OPEN, o_data, o_at, _RIDER, r_data, r_at, _COST, c_data, c_at
+    )  # [...]
     size = 2
     for k in range(n_riders):
         size += k_at[k, 1] - k_at[k, 0] + 4
@@ -141,25 +150,7 @@ def write(assigned, routes, arrivals):
     two[pos] = 125  # }
     pos += 1
     two = two[:pos]
-    size = 2
-    for i in range(n_arrivals):
-        size += len(_PLANNED) + len(_ETR) + 2
-        size += n_at[i, 1] - n_at[i, 0] + p_at[i, 1] - p_at[i, 0] + e_at[i, 1] - e_at[i, 0]
-    three = np.empty(size, np.uint8)
-    pos = 0
-    three[pos] = 123  # {
-    pos += 1
-    for i in range(n_arrivals):
-        if i:
-            three[pos] = _COMMA
-            pos += 1
-        pos = _put(three, pos, n_data, n_at[i, 0], n_at[i, 1])
-        pos = _put_all(three, pos, _PLANNED)
-        pos = _put(three, pos, p_data, p_at[i, 0], p_at[i, 1])
-        pos = _put_all(three, pos, _ETR)
-        pos = _put(three, pos, e_data, e_at[i, 0], e_at[i, 1])
-        three[pos] = 125  # }
-        pos += 1
-    three[pos] = 125  # }
-    pos += 1
-    return one, two, three[:pos]
+    three = _triples(
+        123, 125, _NOTHING, n_data, n_at, _PLANNED, p_data, p_at, _ETR, e_data, e_at
+    )  # {...}
+    return one, two, three

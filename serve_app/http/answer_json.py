@@ -16,6 +16,7 @@ import orjson
 
 from domain import DispatchPlan, RouteTable
 from serve_app.http import _answer_json_jit as jit
+from serve_app.schemas import plan_summary
 
 
 def _column(values: list) -> tuple[np.ndarray, np.ndarray]:
@@ -48,22 +49,7 @@ def dispatch_answer_json(plan: DispatchPlan) -> bytes:
             *_column([etr.get(o) for o in arriving]),
         ),
     )
-    rest = orjson.dumps(
-        {
-            "cost": {
-                "travel_s": plan.cost.travel_s,
-                "lateness_s": plan.cost.lateness_s,
-                "total": plan.cost.total,
-            },
-            "unassigned": [
-                {"order_id": u.order_id, "reason": u.reason.value} for u in plan.unassigned
-            ],
-            "backend": plan.backend,
-            "solved_by": plan.solved_by,
-            "model_version": plan.etr_model_version,
-            "timings_ms": dict(plan.timings_ms),
-        }
-    )
+    rest = orjson.dumps(plan_summary(plan))
     return b"".join(
         (
             b'{"assignments":',
