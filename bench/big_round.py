@@ -15,7 +15,8 @@ features and inference timed, then the round priced with them: the work the app 
 its edge), and the plain round without ETR (the baseline of the runs before 2026-11-25, which
 did less work than the app: no model, no ETR re-pricing). Reports the medians, the ratios, and
 the served round's stages over each protocol (``timings_ms``: decode, ETR, pack, the solver
-hop, unpack; and the time outside the pipeline: transport, framing, the answer's encoding). Then,
+hop, unpack; and the time outside the pipeline: transport, framing, the answer's encoding)
+beside the same plan's stages in process (``in_process_*``) and the solver's own time. Then,
 in this process, the request to arrays each way the edge reads a round: for JSON the fast
 path (``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic
 validation, domain types, ``pack_round``); for protobuf the reader (``round_message``: the
@@ -84,10 +85,9 @@ def main() -> None:
     dispatch_round(generate_round(8, 4, seed=1))  # load the compiled kernels here too
     etr = load_runtime(load_artifact(), "onnxruntime")
 
-    def planned_with_etr() -> dict[str, str]:
+    def planned_with_etr() -> DispatchPlan:
         minutes = etr.to_numpy(etr.predict(features_from_orders(round_.orders)))
-        plan = dispatch_round(round_, etr_minutes=minutes)
-        return {a.order_id: a.rider_id for a in plan.assignments}
+        return dispatch_round(round_, etr_minutes=minutes)
 
     rows = []
     headers = {"content-type": "application/json", "x-timeout-ms": "120000"}
@@ -107,8 +107,9 @@ def main() -> None:
             grpc_dispatch(message, metadata=metadata, timeout=180)
             for k in range(repeat):
                 t0 = time.perf_counter()
-                in_process_plan = planned_with_etr()
+                planned = planned_with_etr()
                 in_process = time.perf_counter() - t0
+                in_process_plan = {a.order_id: a.rider_id for a in planned.assignments}
                 t0 = time.perf_counter()
                 dispatch_round(round_)
                 without_etr = time.perf_counter() - t0
@@ -137,6 +138,7 @@ def main() -> None:
                         # Outside the pipeline: the transport, the edge's framing, encoding.
                         "edge_ms": over_http * 1e3 - stages["total_ms"],
                         **{f"grpc_{k}": v for k, v in grpc_stages.items()},
+                        **{f"in_process_{k}": v for k, v in planned.timings_ms.items()},
                         "grpc_edge_ms": over_grpc * 1e3 - grpc_stages["total_ms"],
                     }
                 )
@@ -172,6 +174,15 @@ def main() -> None:
             + ", ".join(f"{k.removesuffix('_ms')} {med[prefix + k]:.0f}" for k in stage_names)
             + f"; outside the pipeline {med[prefix + 'edge_ms']:.0f}"
         )
+    print(
+        "in process, the same plan (median ms): "
+        + ", ".join(
+            f"{k.removesuffix('_ms')} {med['in_process_' + k]:.0f}"
+            for k in (*stage_names, "device_ms")
+            if "in_process_" + k in med
+        )
+        + f"; served over HTTP, the solver's own: device {med['device_ms']:.0f}"
+    )
     print(
         f"\n| {riders} x {orders}: request to arrays, in process (median ms) | fast path |"
         " the usual path (a request: the model's; the answer: its dict's) | ratio |"
