@@ -218,15 +218,22 @@ def _augment(
         jumped = -1  # the pool column it went on from
         while True:
             h = base - u[i]
-            for e in range(row_ptr[i], row_ptr[i + 1] + 1):
-                if e < row_ptr[i + 1]:
+            last = row_ptr[i + 1]
+            e = row_ptr[i]
+            while e <= last:  # the row's pairs, then its own column (e == last)
+                if e < last:
                     j = col[e]
                     c = cost[e]
+                    e += 1
                     if c + h >= free_best:
-                        continue  # past the nearest free column: never reached first
+                        # Past the nearest free column (never reached first), and so is
+                        # every later pair: a row's pairs come in ascending cost.
+                        e = last
+                        continue
                 else:
                     j = n_cols + i
                     c = unassigned_cost
+                    e += 1
                 if scanned[j]:
                     continue
                 ends = row4col[j] < 0 and (open_pool or deficit[j])
