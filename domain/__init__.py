@@ -2,6 +2,7 @@
 classes every queue serves them by (no imports of ours)."""
 
 from domain.geo import EARTH_RADIUS_M, LatLng, LocalProjection, haversine_m
+from domain.order_columns import OrderColumns
 from domain.rules import MAX_CLOCK_SPAN_S, MIN_BOX_UNITS, MIN_SPEED_MPS
 from domain.traffic import TrafficClass
 from domain.types import (
@@ -33,6 +34,7 @@ __all__ = [
     "LatLng",
     "LocalProjection",
     "Order",
+    "OrderColumns",
     "Rider",
     "Route",
     "RouteTable",

@@ -42,9 +42,14 @@ class LatLng:
 
 def haversine_m(a: LatLng, b: LatLng) -> float:
     """Great-circle distance in metres between two positions (spherical Earth)."""
-    phi1, phi2 = math.radians(a.lat), math.radians(b.lat)
+    return haversine_deg_m(a.lat, a.lng, b.lat, b.lng)
+
+
+def haversine_deg_m(lat_a: float, lng_a: float, lat_b: float, lng_b: float) -> float:
+    """``haversine_m`` between two positions given in degrees (no ``LatLng`` built)."""
+    phi1, phi2 = math.radians(lat_a), math.radians(lat_b)
     dphi = phi2 - phi1
-    dlmb = math.radians(b.lng - a.lng)
+    dlmb = math.radians(lng_b - lng_a)
     h = math.sin(dphi / 2) ** 2 + math.cos(phi1) * math.cos(phi2) * math.sin(dlmb / 2) ** 2
     return 2 * EARTH_RADIUS_M * math.asin(min(1.0, math.sqrt(h)))
 

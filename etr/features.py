@@ -14,8 +14,9 @@ items_total           sum of the item counts
 ====================  ===========================================================
 
 ``F = 39`` columns, float32. Training reads these from the delivery data set's columns;
-serving computes them from ``domain.Order`` (``features_from_orders``), so both go through
-``build_features`` and cannot drift apart.
+serving computes them from ``domain.Order`` (``features_from_orders``) or from orders as
+columns (``features_from_columns``, a served round's), so all go through ``build_features``
+and cannot drift apart.
 """
 
 from __future__ import annotations
@@ -28,6 +29,15 @@ from typing import Any
 import numpy as np
 
 from domain import Order, haversine_m
+from domain.geo import haversine_deg_m
+from domain.order_columns import (
+    CREATED,
+    DROPOFF_LAT,
+    DROPOFF_LNG,
+    PICKUP_LAT,
+    PICKUP_LNG,
+    OrderColumns,
+)
 
 N_MENU_ITEMS = 27
 DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -98,10 +108,7 @@ def features_from_orders(
     n = len(orders)
     if xp is np and n <= ROWS_ONE_BY_ONE:
         return _rows(orders, utc_offset_s)
-    local = np.array([o.created_at + utc_offset_s for o in orders], np.float64).reshape(n)
-    hour = (local % 86400.0) / 3600.0
-    # 1970-01-01 was a Thursday (Monday = 0 -> Thursday = 3).
-    day = ((np.floor(local / 86400.0).astype(np.int64) + 3) % 7).astype(np.int64)
+    created = np.array([o.created_at for o in orders], np.float64).reshape(n)
     dist = np.array(
         [haversine_m(o.pickup, o.dropoff) / METRES_PER_MILE for o in orders], np.float64
     ).reshape(n)
@@ -112,8 +119,33 @@ def features_from_orders(
                 f"order {o.id}: {len(o.item_counts)} item counts, the menu has {N_MENU_ITEMS}"
             )
         items[k, : len(o.item_counts)] = o.item_counts
+    return _from_columns(created, utc_offset_s, dist, items, xp)
+
+
+def features_from_columns(
+    orders: OrderColumns, *, utc_offset_s: float = 0.0, xp: ModuleType = np
+) -> Any:
+    """``features_from_orders`` for orders as columns (a served round's new orders): the same
+    numbers, without an ``Order`` each. Returns float32[B, 39]; raises ValueError on an order
+    with more than 27 item counts."""
+    v = orders.values
+    ends = v[:, [PICKUP_LAT, PICKUP_LNG, DROPOFF_LAT, DROPOFF_LNG]].tolist()
+    dist = np.array([haversine_deg_m(*e) / METRES_PER_MILE for e in ends], np.float64)
+    items = orders.item_matrix(N_MENU_ITEMS)
+    return _from_columns(v[:, CREATED], utc_offset_s, dist.reshape(len(ends)), items, xp)
+
+
+def _from_columns(
+    created: np.ndarray, utc_offset_s: float, dist_mi: np.ndarray, items: np.ndarray, xp: Any
+) -> Any:
+    """The features of orders created at ``created`` (float64[B], Unix seconds), ``dist_mi``
+    (float64[B]) apart, with ``items`` (float32[B, 27]) item counts."""
+    local = created + utc_offset_s
+    hour = (local % 86400.0) / 3600.0
+    # 1970-01-01 was a Thursday (Monday = 0 -> Thursday = 3).
+    day = ((np.floor(local / 86400.0).astype(np.int64) + 3) % 7).astype(np.int64)
     return build_features(
-        xp.asarray(hour), xp.asarray(day), xp.asarray(dist), xp.asarray(items), xp=xp
+        xp.asarray(hour), xp.asarray(day), xp.asarray(dist_mi), xp.asarray(items), xp=xp
     )
 
 

@@ -18,7 +18,7 @@ call to a solver replica, so the R x O candidate arrays never leave the solver's
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,7 +30,6 @@ from domain import (
     DispatchPlan,
     DispatchRound,
     DispatchWeights,
-    Order,
     RouteTable,
     Unassigned,
     UnassignedReason,
@@ -498,9 +497,10 @@ def solve_round(
     )
 
 
-def etr_floor_seconds(orders: Sequence[Order], now: float, minutes: np.ndarray) -> np.ndarray:
-    """float32[O]: each order's created_at + its ETR minutes, as seconds since ``now``."""
-    created = np.array([o.created_at for o in orders], np.float64).reshape(-1)
+def etr_floor_seconds(created_at: np.ndarray, now: float, minutes: np.ndarray) -> np.ndarray:
+    """float32[O]: each order's ``created_at`` (float64[O], seconds) + its ETR minutes, as
+    seconds since ``now``."""
+    created = np.asarray(created_at, np.float64).reshape(-1)
     return (created + 60.0 * np.asarray(minutes, np.float64) - now).astype(np.float32)
 
 
@@ -544,7 +544,8 @@ def dispatch_round(
                     raise ValueError(
                         f"etr_minutes has {len(etr_minutes)} values for {len(round_.orders)} orders"
                     )
-                floor = etr_floor_seconds(round_.orders, round_.now, etr_minutes)
+                created = [o.created_at for o in round_.orders]
+                floor = etr_floor_seconds(np.array(created), round_.now, etr_minutes)
         with times("solve_ms"):
             assigned = solve_round(
                 arrays.to(xp),

@@ -25,10 +25,17 @@ from typing import Any, Protocol
 import numpy as np
 
 from domain import StopKind
+from domain.order_columns import (
+    ORDER_FIELDS,
+    SIZE,
+    TIMES,
+    OrderColumns,
+    numbers_obey_rules,
+    order_numbers,
+)
 from domain.rules import (
     FINITE,
     MAX_STOPS_PER_ORDER,
-    ORDER,
     POSITION,
     RIDER,
     ROUTE_STOPS,
@@ -39,42 +46,15 @@ from domain.rules import (
 
 #: The columns of ``RiderColumns.head``.
 HEAD_FIELDS = ("lat", "lng", "speed_mps", "capacity", "available_at")
-#: The columns of ``RiderColumns.carried``.
-CARRIED_FIELDS = (
-    "pickup_lat",
-    "pickup_lng",
-    "dropoff_lat",
-    "dropoff_lng",
-    "created_at",
-    "ready_at",
-    "promised_at",
-    "pickup_service_s",
-    "dropoff_service_s",
-    "size",
-)
 LAT, LNG, SPEED, CAPACITY, AVAILABLE = range(len(HEAD_FIELDS))
-(
-    PICKUP_LAT,
-    PICKUP_LNG,
-    DROPOFF_LAT,
-    DROPOFF_LNG,
-    CREATED,
-    READY,
-    PROMISED,
-    PICKUP_SERVICE,
-    DROPOFF_SERVICE,
-    SIZE,
-) = range(len(CARRIED_FIELDS))
-#: Each column's rule in ``domain.rules`` (by the field it holds: a rider's, an order's, or a
+#: The columns of ``RiderColumns.carried``: an order's numbers, laid out as everywhere.
+CARRIED_FIELDS = ORDER_FIELDS
+#: Each head column's rule in ``domain.rules`` (by the field it holds: a rider's, or a
 #: position's coordinate), as (column, rule).
 _HEAD_RULES = tuple(
     (i, POSITION[name] if name in POSITION else RIDER[name])
     for i, name in enumerate(HEAD_FIELDS)
     if name != "available_at"
-)
-_CARRIED_RULES = tuple(
-    (i, POSITION[name.split("_")[1]] if name.endswith(("_lat", "_lng")) else ORDER[name])
-    for i, name in enumerate(CARRIED_FIELDS)
 )
 #: ``domain.rules.ROUTE_STOPS`` as arrays, by picked (0, 1): how many stops, and whether the
 #: k-th is a pickup.
@@ -156,13 +136,6 @@ class RiderColumns:
         )
 
 
-_CARRIED = attrgetter(
-    "pickup.lat",
-    "pickup.lng",
-    "dropoff.lat",
-    "dropoff.lng",
-    *CARRIED_FIELDS[CREATED:],
-)
 _HEAD = attrgetter("position.lat", "position.lng", "speed_mps", "capacity")
 
 
@@ -207,48 +180,38 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
         stop_rows=_rows(stop_ids, row_of),
         carried_ids=carried_ids,
         carried_rider=np.repeat(np.arange(n, dtype=np.int64), list(map(len, orders))),
-        carried=np.fromiter(
-            chain.from_iterable(map(_CARRIED, carried)),
-            np.float64,
-            len(carried) * len(CARRIED_FIELDS),
-        ).reshape(len(carried), len(CARRIED_FIELDS)),
+        carried=order_numbers(carried),
         picked_rows=_rows(_flat(picked), row_of),
         picked_by=np.repeat(np.arange(n, dtype=np.int64), list(map(len, picked))),
     )
 
 
-def obeys_domain_rules(
-    cols: RiderColumns, now: float, new_ids: Sequence[str], new_times: np.ndarray
-) -> bool:
-    """True only when these riders, with new orders of ids ``new_ids`` and times
-    ``new_times`` (float64[O, 3]: created, ready, promised), make a ``DispatchRound`` at
+def obeys_domain_rules(cols: RiderColumns, now: float, new: OrderColumns) -> bool:
+    """True only when these riders, with the new orders ``new``, make a ``DispatchRound`` at
     ``now`` that the domain types accept. Checked here: every rule of ``Rider`` and
-    ``DispatchRound``, and the ``Order`` rules on the numbers the columns keep. Left to the
-    caller: the new orders themselves (built as ``domain.Order``) and the carried orders'
-    ``items`` and ``item_counts`` (not kept; the request's bounds keep them >= 0)."""
+    ``DispatchRound``, every rule of ``Order`` for the new orders
+    (``OrderColumns.obeys_rules``), and those on the numbers the columns keep for the carried
+    ones (their ``items`` and ``item_counts`` are not kept; the request's bounds keep them
+    >= 0)."""
     n_riders, n_carried = len(cols.ids), len(cols.carried_ids)
     head, c = cols.head, cols.carried
     if not FINITE.holds(now) or not (all(cols.ids) and all(cols.carried_ids)):
         return False
-    if not (distinct(cols.ids) and distinct(new_ids)):
+    if not (distinct(cols.ids) and distinct(new.ids) and new.obeys_rules()):
         return False
     carried = set(cols.carried_ids)
     # Unique across the round: within a rider's orders and on no two riders.
-    if len(carried) != n_carried or not carried.isdisjoint(new_ids):
+    if len(carried) != n_carried or not carried.isdisjoint(new.ids):
         return False
     available, given = head[:, AVAILABLE], cols.available_given
     # The rules of domain.rules, each over its whole column (available_at below: NaN where
     # none is given).
-    numbers = (
-        all(rule.holds_all(head[:, i]) for i, rule in _HEAD_RULES)
-        and all(rule.holds_all(c[:, i]) for i, rule in _CARRIED_RULES)
-        and bool((c[:, CREATED] <= c[:, PROMISED]).all())
-    )
+    numbers = all(rule.holds_all(head[:, i]) for i, rule in _HEAD_RULES) and numbers_obey_rules(c)
     # Every time within the span of now (which also makes each one finite).
     span = clock_span(now)
     clock = (
-        span.holds_all(c[:, [CREATED, READY, PROMISED]])
-        and span.holds_all(np.asarray(new_times, np.float64))
+        span.holds_all(c[:, TIMES])
+        and span.holds_all(new.times())
         and span.holds_all(available[given])
     )
     if not (numbers and clock):

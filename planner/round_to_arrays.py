@@ -16,29 +16,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
-from domain import DispatchRound, LatLng, LocalProjection, Order
-from kernels.arrays import OrderArrays, RouteArrays
-from kernels.backend import to_numpy
-from kernels.transfers import to_device
-from planner.rider_columns import (
-    AVAILABLE,
-    CAPACITY,
+from domain import DispatchRound, LocalProjection
+from domain.order_columns import (
     DROPOFF_LAT,
     DROPOFF_LNG,
     DROPOFF_SERVICE,
-    LAT,
-    LNG,
     PICKUP_LAT,
     PICKUP_LNG,
     PICKUP_SERVICE,
     PROMISED,
     READY,
     SIZE,
+    OrderColumns,
+)
+from kernels.arrays import OrderArrays, RouteArrays
+from kernels.backend import to_numpy
+from kernels.transfers import to_device
+from planner.rider_columns import (
+    AVAILABLE,
+    CAPACITY,
+    LAT,
+    LNG,
     SPEED,
     RiderColumns,
     RiderLike,
@@ -113,35 +115,25 @@ class PackedRound:
         return self.arrays.owner
 
 
-def _xy(projection: LocalProjection, points: list[LatLng]) -> np.ndarray:
-    if not points:
-        return np.zeros((0, 2), np.float32)
-    lat = np.fromiter((p.lat for p in points), np.float64, len(points))
-    lng = np.fromiter((p.lng for p in points), np.float64, len(points))
-    return projection.to_xy(lat, lng).astype(np.float32)
-
-
 def pack_orders(
-    orders: tuple[Order, ...] | list[Order],
-    projection: LocalProjection,
-    now: float,
-    max_lateness_s: float,
+    orders: OrderColumns, projection: LocalProjection, now: float, max_lateness_s: float
 ) -> OrderArrays:
     """New orders as ``OrderArrays`` (each with its pickup still to do)."""
     n = len(orders)
     f = np.float32
-    due = np.array([o.promised_at - now for o in orders], f).reshape(n)
+    v = orders.values
+    due = (v[:, PROMISED] - now).astype(f)
     return OrderArrays(
-        pickup_xy=_xy(projection, [o.pickup for o in orders]),
-        dropoff_xy=_xy(projection, [o.dropoff for o in orders]),
-        ready=np.array([o.ready_at - now for o in orders], f).reshape(n),
+        pickup_xy=projection.to_xy(v[:, PICKUP_LAT], v[:, PICKUP_LNG]).astype(f),
+        dropoff_xy=projection.to_xy(v[:, DROPOFF_LAT], v[:, DROPOFF_LNG]).astype(f),
+        ready=(v[:, READY] - now).astype(f),
         pickup_latest=np.full(n, np.inf, f),
         due=due,
         dropoff_latest=(due + f(max_lateness_s)).astype(f),
         dropoff_ready=np.full(n, -np.inf, f),
-        pickup_service=np.array([o.pickup_service_s for o in orders], f).reshape(n),
-        dropoff_service=np.array([o.dropoff_service_s for o in orders], f).reshape(n),
-        size=np.array([o.size for o in orders], f).reshape(n),
+        pickup_service=v[:, PICKUP_SERVICE].astype(f),
+        dropoff_service=v[:, DROPOFF_SERVICE].astype(f),
+        size=v[:, SIZE].astype(f),
         has_pickup=np.ones(n, np.bool_),
     ).check()
 
@@ -205,25 +197,20 @@ def pack_riders(
 
 
 def pack_columns(
-    now: float,
-    riders: RiderColumns,
-    orders: tuple[Order, ...] | list[Order],
-    max_lateness_s: float,
+    now: float, riders: RiderColumns, orders: OrderColumns, max_lateness_s: float
 ) -> PackedRound:
-    """Pack a round of ``riders`` (as columns) and new ``orders`` at ``now``; raises
+    """Pack a round of ``riders`` and new ``orders`` (both as columns) at ``now``; raises
     ValueError only for arrays that fail their own checks."""
     # The projection's centre: riders' positions, then pickups, then drop-offs.
-    pickups = list(map(attrgetter("pickup"), orders))
-    dropoffs = list(map(attrgetter("dropoff"), orders))
-    lat_of, lng_of = attrgetter("lat"), attrgetter("lng")
-    lat = [*riders.head[:, LAT].tolist(), *map(lat_of, pickups), *map(lat_of, dropoffs)]
-    lng = [*riders.head[:, LNG].tolist(), *map(lng_of, pickups), *map(lng_of, dropoffs)]
+    v = orders.values
+    lat = np.concatenate([riders.head[:, LAT], v[:, PICKUP_LAT], v[:, DROPOFF_LAT]]).tolist()
+    lng = np.concatenate([riders.head[:, LNG], v[:, PICKUP_LNG], v[:, DROPOFF_LNG]]).tolist()
     projection = LocalProjection.around(lat, lng)
     routes, owner, carried_ids = pack_riders(
         riders, projection, now, max_lateness_s, first_key=len(orders)
     )
     packed_orders = pack_orders(orders, projection, now, max_lateness_s)
-    order_ids = [*(o.id for o in orders), *carried_ids]
+    order_ids = [*orders.ids, *carried_ids]
     arrays = RoundArrays(routes, packed_orders, owner)
     return PackedRound(arrays, projection, now, riders.ids, order_ids)
 
@@ -231,30 +218,28 @@ def pack_columns(
 def pack_round(round_: DispatchRound) -> PackedRound:
     """Pack a round; raises ValueError only for arrays that fail their own checks."""
     columns = rider_columns(round_.riders)
-    return pack_columns(round_.now, columns, round_.orders, round_.weights.max_lateness_s)
+    orders = OrderColumns.of(round_.orders)
+    return pack_columns(round_.now, columns, orders, round_.weights.max_lateness_s)
 
 
 def pack_served_round(
     now: float,
     riders: RiderColumns | Sequence[RiderLike],
-    orders: tuple[Order, ...] | list[Order],
+    orders: OrderColumns,
     max_lateness_s: float,
     *,
     check: bool,
 ) -> PackedRound | None:
     """A served round packed: ``riders`` as columns (a gRPC message's) or as objects with
     ``domain.Rider``'s fields (domain riders, a JSON request's wire Structs: made columns
-    here), the new ``orders`` domain types.
+    here), the new ``orders`` as columns.
 
-    check : the riders come straight from a request, not through the domain types: they are
-        held to the domain's rules for riders and rounds first (``obeys_domain_rules``), and
-        None is returned where those refuse them (the caller then reads the request with its
-        model, whose error names the rider or order).
+    check : the riders and orders come straight from a request, not through the domain
+        types: they are held to the domain's rules for orders, riders and rounds first
+        (``obeys_domain_rules``), and None is returned where those refuse them (the caller
+        then reads the request with its model, whose error names the rider or order).
     Raises ValueError only for arrays that fail their own checks."""
     columns = riders if isinstance(riders, RiderColumns) else rider_columns(riders)
-    if check:
-        times = [(o.created_at, o.ready_at, o.promised_at) for o in orders]
-        new_times = np.array(times, np.float64).reshape(len(orders), 3)
-        if not obeys_domain_rules(columns, now, [o.id for o in orders], new_times):
-            return None
+    if check and not obeys_domain_rules(columns, now, orders):
+        return None
     return pack_columns(now, columns, orders, max_lateness_s)

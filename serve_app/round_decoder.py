@@ -11,8 +11,8 @@ coercion, ``ge``/``le``, lengths, no unknown fields); a msgpack body goes throug
 Structs (msgspec's msgpack reader: lengths refused at their header, no binary or extension
 data where the model has none). Then:
 
-* the new orders and the weights become domain types (``Order``, ``DispatchWeights``: their
-  checks run as usual), converted from the Structs in C;
+* the new orders become columns (``domain.OrderColumns``, held to ``Order``'s rules over
+  them) and the weights a domain type (``DispatchWeights``, converted from its Struct in C);
 * when the round is packed, while the ETR call is out, the riders' Structs become columns
   (``planner.round_to_arrays.pack_served_round``), are held to the domain's rules for riders
   and rounds over whole arrays, and are packed from them.
@@ -39,7 +39,7 @@ import msgspec
 from msgspec import Meta
 from pydantic import BaseModel
 
-from domain import DispatchWeights, Order
+from domain import DispatchWeights, OrderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import round_message
 from serve_app.http import codec
@@ -164,10 +164,13 @@ class RoundDecoder:
 
     def _wire_round(self, got: Any, by_model: Callable[[], RoundSource]) -> RoundSource | None:
         try:
-            # Order.__post_init__ refuses a promise before creation (the model's own check).
-            orders = tuple(msgspec.convert(got.orders, list[Order], from_attributes=True))
             weights = msgspec.convert(got.weights, DispatchWeights, from_attributes=True)
         except (msgspec.ValidationError, ValueError, TypeError):
+            return None
+        # Order's own rules over the columns (a promise before creation is the model's
+        # check too, which the Structs cannot state).
+        orders = OrderColumns.of(got.orders)
+        if not orders.obeys_rules():
             return None
         riders = got.riders
         longest = max(map(len, map(attrgetter("route"), riders)), default=0)

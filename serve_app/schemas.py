@@ -28,6 +28,7 @@ from domain import (
     DispatchWeights,
     LatLng,
     Order,
+    OrderColumns,
     Rider,
     Route,
     RouteTable,
@@ -248,7 +249,7 @@ class DispatchRequest(_Model):
         return RoundSource(
             self.now,
             self.utc_offset_s,
-            self.new_orders(),
+            OrderColumns.of(self.new_orders()),
             self.weights.to_domain(),
             (len(self.riders), longest),
             lambda: self.to_domain().riders,

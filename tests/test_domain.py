@@ -7,7 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from domain import LatLng, LocalProjection, Order, Rider, Route, Stop, StopKind, haversine_m
+from domain import (
+    LatLng,
+    LocalProjection,
+    Order,
+    OrderColumns,
+    Rider,
+    Route,
+    Stop,
+    StopKind,
+    haversine_m,
+)
 from domain.types import DispatchRound, DispatchWeights
 
 
@@ -196,3 +206,16 @@ def test_the_route_rule_names_the_stop_kinds():
     from domain.rules import ROUTE_STOPS
 
     assert {kind for stops in ROUTE_STOPS.values() for kind in stops} == {k.value for k in StopKind}
+
+
+def test_orders_as_columns_hold_every_field_and_give_the_orders_back():
+    from planner import generate_round
+
+    orders = generate_round(0, 30, seed=3).orders
+    orders += (Order("x", LatLng(1, 2), LatLng(3, 4), 5.0, 6.0, 7.0, 2.5, 3, 8.0, 9.0, (0, 4, 1)),)
+    cols = OrderColumns.of(orders)
+    assert len(cols) == 31 and cols.obeys_rules()
+    assert cols.to_orders() == orders
+    assert cols.times().tolist()[-1] == [5.0, 6.0, 7.0]
+    assert cols.item_matrix(4)[-1].tolist() == [0.0, 4.0, 1.0, 0.0]
+    assert OrderColumns.of(()).to_orders() == ()

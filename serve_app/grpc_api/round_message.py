@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from domain import DispatchWeights, LatLng, Order
+from domain import DispatchWeights, OrderColumns
 from planner.rider_columns import CARRIED_FIELDS, HEAD_FIELDS, RiderColumns
 from serve_app import model_rules
 from serve_app.grpc_api import _round_message_jit as jit
@@ -46,7 +46,7 @@ class RoundMessage:
     now: float
     utc_offset_s: float
     riders: RiderColumns
-    orders: tuple[Order, ...]
+    orders: OrderColumns
     weights: DispatchWeights
     longest_route: int
 
@@ -332,30 +332,16 @@ def _weights(top: np.ndarray, rules: _Rules) -> DispatchWeights | None:
 
 def _new_orders(
     ids: list[str], values: np.ndarray, items: np.ndarray, counts: np.ndarray, spans: np.ndarray
-) -> tuple[Order, ...] | None:
-    """The new orders as domain types (their own checks run); None where one refuses."""
-    listed = counts.tolist()
-    try:
-        return tuple(
-            Order(
-                id=i,
-                pickup=LatLng(v[0], v[1]),
-                dropoff=LatLng(v[2], v[3]),
-                created_at=v[4],
-                ready_at=v[5],
-                promised_at=v[6],
-                pickup_service_s=v[7],
-                dropoff_service_s=v[8],
-                size=v[9],
-                items=n,
-                item_counts=tuple(listed[a:b]),
-            )
-            for i, v, n, (a, b) in zip(
-                ids, values.tolist(), items.tolist(), spans.tolist(), strict=True
-            )
-        )
-    except ValueError:
-        return None
+) -> OrderColumns | None:
+    """The new orders as columns, held to ``Order``'s rules over them; None where one
+    breaks them. spans : int64[O, 2], each order's item counts in ``counts``."""
+    lengths = spans[:, 1] - spans[:, 0]
+    start = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(lengths, out=start[1:])
+    # Each order's counts, gathered from wherever the message put them, one after another.
+    at = np.repeat(spans[:, 0] - start[:-1], lengths) + np.arange(int(start[-1]))
+    orders = OrderColumns(ids, values, items, start, counts[at])
+    return orders if orders.obeys_rules() else None
 
 
 def warm_up() -> None:

@@ -37,8 +37,9 @@ import numpy as np
 
 from cache.keys import Quantisation, cache_key
 from domain import DispatchPlan, Order
+from domain.order_columns import CREATED
 from etr import Prediction
-from etr.features import features_from_orders
+from etr.features import features_from_columns, features_from_orders
 from planner.dispatch_round import build_plan, etr_floor_seconds
 from planner.pdptw.instance import PdptwInstance
 from serve_app.pipeline.admission import Admission
@@ -165,8 +166,9 @@ class Pipeline:
             etr_started = time.perf_counter()
             etr_done: list[float] = []
             etr = None
-            if orders and call.etr_floor():
-                etr = asyncio.ensure_future(self._etr_minutes(orders, call.utc_offset_s, ctx))
+            if len(orders) and call.etr_floor():
+                features = features_from_columns(orders, utc_offset_s=call.utc_offset_s)
+                etr = asyncio.ensure_future(self._cached_predict(features, ctx))
                 etr.add_done_callback(lambda _: etr_done.append(time.perf_counter()))
                 for _ in range(YIELDS_TO_SEND):  # let the hop leave before the CPU work below
                     await asyncio.sleep(0)
@@ -181,7 +183,7 @@ class Pipeline:
                 floor, version = None, None
                 if etr is not None:
                     got = await etr
-                    floor = etr_floor_seconds(orders, packed.now, got.minutes)
+                    floor = etr_floor_seconds(orders.values[:, CREATED], packed.now, got.minutes)
                     version = got.model_version
             finally:
                 if etr is not None and not etr.done():

@@ -14,14 +14,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from domain import DispatchRound, DispatchWeights, Order
+from domain import DispatchRound, DispatchWeights, OrderColumns
 from planner.rider_columns import RiderColumns, RiderLike
 from planner.round_to_arrays import PackedRound, pack_served_round
 
 
 @dataclass(frozen=True)
 class RoundSource:
-    """A dispatch round, its new orders and weights domain types.
+    """A dispatch round: its new orders as columns, its weights a domain type.
 
     riders : the riders, given when the round is packed (``packed``), as columns (a gRPC
         message's) or as objects with ``domain.Rider``'s fields (domain riders, a JSON
@@ -37,7 +37,7 @@ class RoundSource:
 
     now: float
     utc_offset_s: float
-    orders: tuple[Order, ...]
+    orders: OrderColumns
     weights: DispatchWeights
     shape: tuple[int, int]
     riders: Callable[[], RiderColumns | Sequence[RiderLike]]
@@ -50,7 +50,7 @@ class RoundSource:
         return RoundSource(
             round_.now,
             utc_offset_s,
-            round_.orders,
+            OrderColumns.of(round_.orders),
             round_.weights,
             (len(round_.riders), longest),
             lambda: round_.riders,
@@ -64,7 +64,7 @@ class RoundSource:
         """Whether the round is priced with the ETR model (``DispatchWeights.etr_floor``)."""
         return self.weights.etr_floor
 
-    def new_orders(self) -> tuple[Order, ...]:
+    def new_orders(self) -> OrderColumns:
         return self.orders
 
     def dispatch_weights(self) -> DispatchWeights:

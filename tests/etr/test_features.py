@@ -10,8 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from domain import LatLng, Order
-from etr.features import FEATURE_NAMES, N_FEATURES, build_features, features_from_orders
+from domain import LatLng, Order, OrderColumns
+from etr.features import (
+    FEATURE_NAMES,
+    N_FEATURES,
+    build_features,
+    features_from_columns,
+    features_from_orders,
+)
 
 
 def test_columns_and_one_hot():
@@ -82,3 +88,20 @@ def test_the_row_by_row_path_equals_the_vectorised_one_exactly(batch, offset):
     finally:
         features.ROWS_ONE_BY_ONE = saved
     np.testing.assert_array_equal(rows, whole)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True, database=None)
+@given(batch=st.lists(orders(), min_size=0, max_size=20), offset=st.floats(-50_400, 50_400))
+def test_orders_as_columns_give_the_same_features_exactly(batch, offset):
+    """A served round's new orders are columns (``domain.OrderColumns``): their features are
+    the domain orders' bit for bit, at every size (the row path's included)."""
+    got = features_from_columns(OrderColumns.of(batch), utc_offset_s=offset)
+    np.testing.assert_array_equal(got, features_from_orders(batch, utc_offset_s=offset))
+
+
+def test_too_many_item_counts_are_refused_from_columns_as_from_orders():
+    order = Order("o", LatLng(0, 0), LatLng(0, 1), 0.0, 0.0, 1.0, item_counts=(1,) * 28)
+    with pytest.raises(ValueError, match="28 item counts"):
+        features_from_orders([order] * 9)
+    with pytest.raises(ValueError, match="28 item counts"):
+        features_from_columns(OrderColumns.of([order]))

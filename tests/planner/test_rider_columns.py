@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from domain import DispatchRound, LatLng, Order, Rider, Route, Stop, StopKind
+from domain import DispatchRound, LatLng, Order, OrderColumns, Rider, Route, Stop, StopKind
 from domain.types import MAX_CLOCK_SPAN_S
 from planner import generate_round, pack_round
 from planner.rider_columns import obeys_domain_rules, rider_columns
@@ -36,46 +36,49 @@ def plain(x):
     return x
 
 
-def domain_rider(r) -> Rider:
-    def order(o) -> Order:
-        return Order(
-            o.id,
-            LatLng(o.pickup.lat, o.pickup.lng),
-            LatLng(o.dropoff.lat, o.dropoff.lng),
-            o.created_at,
-            o.ready_at,
-            o.promised_at,
-            o.size,
-            o.items,
-            o.pickup_service_s,
-            o.dropoff_service_s,
-            tuple(o.item_counts),
-        )
+def domain_order(o) -> Order:
+    return Order(
+        o.id,
+        LatLng(o.pickup.lat, o.pickup.lng),
+        LatLng(o.dropoff.lat, o.dropoff.lng),
+        o.created_at,
+        o.ready_at,
+        o.promised_at,
+        o.size,
+        o.items,
+        o.pickup_service_s,
+        o.dropoff_service_s,
+        tuple(o.item_counts),
+    )
 
+
+def domain_rider(r) -> Rider:
     return Rider(
         r.id,
         LatLng(r.position.lat, r.position.lng),
         r.speed_mps,
         r.capacity,
         Route(tuple(Stop(s.order_id, s.kind) for s in r.route)),
-        tuple(order(o) for o in r.orders),
+        tuple(domain_order(o) for o in r.orders),
         frozenset(r.picked_up),
         r.available_at,
     )
 
 
-def domain_accepts(now: float, riders: list) -> bool:
+def domain_accepts(now: float, riders: list, orders: list | None = None) -> bool:
+    new = ROUND.orders if orders is None else orders
     try:
-        DispatchRound(now, tuple(domain_rider(r) for r in riders), ROUND.orders)
+        DispatchRound(
+            now, tuple(domain_rider(r) for r in riders), tuple(domain_order(o) for o in new)
+        )
     except ValueError:
         return False
     return True
 
 
-def columns_accept(now: float, riders: list) -> bool:
-    times = np.array([(o.created_at, o.ready_at, o.promised_at) for o in ROUND.orders])
-    new_ids = [o.id for o in ROUND.orders]
-    return obeys_domain_rules(rider_columns(riders), now, new_ids, times)
+def columns_accept(now: float, riders: list, orders: list | None = None) -> bool:
+    new = OrderColumns.of(ROUND.orders if orders is None else orders)
+    return obeys_domain_rules(rider_columns(riders), now, new)
 
 
 def riders_with_picked_up() -> list:
@@ -87,7 +90,7 @@ def riders_with_picked_up() -> list:
 def test_a_valid_round_passes_and_packs_as_its_domain_round():
     riders = plain(ROUND.riders)
     assert domain_accepts(ROUND.now, riders) and columns_accept(ROUND.now, riders)
-    got = pack_columns(ROUND.now, rider_columns(riders), ROUND.orders, 1800.0)
+    got = pack_columns(ROUND.now, rider_columns(riders), OrderColumns.of(ROUND.orders), 1800.0)
     want = pack_round(ROUND)
     for batch in ("routes", "orders"):
         for name, a in vars(getattr(want, batch)).items():
@@ -109,10 +112,12 @@ def _not_picked(rider):
     return next(o for o in rider.orders if o.id not in rider.picked_up)
 
 
-def _break(rule: str, riders: list) -> float:
-    """Break ``rule`` in ``riders`` (in place); returns the round's now."""
+def _break(rule: str, riders: list, orders: list) -> float:
+    """Break ``rule`` in ``riders`` or the new ``orders`` (in place); returns the round's
+    now."""
     now = ROUND.now
     r = _first(riders)
+    new = orders[0]
     other = next(x for x in riders if x is not r and x.orders)
     if rule == "duplicate rider id":
         other.id = r.id
@@ -191,6 +196,26 @@ def _break(rule: str, riders: list) -> float:
         r.orders[0].size = float("inf")
     elif rule == "service time not finite":
         r.orders[0].pickup_service_s = float("inf")
+    elif rule == "new order: empty id":
+        new.id = ""
+    elif rule == "new order: id repeated":
+        orders[1].id = new.id
+    elif rule == "new order: promise before creation":
+        new.promised_at = new.created_at - 1.0
+    elif rule == "new order: time far from now":
+        new.ready_at = now + MAX_CLOCK_SPAN_S + 1.0
+    elif rule == "new order: time not finite":
+        new.created_at = float("nan")
+    elif rule == "new order: size below the least":
+        new.size = 0.0
+    elif rule == "new order: service time not finite":
+        new.dropoff_service_s = float("inf")
+    elif rule == "new order: longitude out of range":
+        new.pickup.lng = -181.0
+    elif rule == "new order: items below 0":
+        new.items = -1
+    elif rule == "new order: an item count below 0":
+        new.item_counts = [1, -1]
     else:
         raise AssertionError(rule)
     return now
@@ -226,15 +251,25 @@ RULES = [
     "capacity not finite",
     "size not finite",
     "service time not finite",
+    "new order: empty id",
+    "new order: id repeated",
+    "new order: promise before creation",
+    "new order: time far from now",
+    "new order: time not finite",
+    "new order: size below the least",
+    "new order: service time not finite",
+    "new order: longitude out of range",
+    "new order: items below 0",
+    "new order: an item count below 0",
 ]
 
 
 @pytest.mark.parametrize("rule", RULES)
 def test_a_broken_rule_is_refused_by_both(rule):
-    riders = riders_with_picked_up()
-    now = _break(rule, riders)
-    assert not domain_accepts(now, riders), f"{rule}: the domain took it (the test is wrong)"
-    assert not columns_accept(now, riders), rule
+    riders, orders = riders_with_picked_up(), plain(ROUND.orders)
+    now = _break(rule, riders, orders)
+    assert not domain_accepts(now, riders, orders), f"{rule}: the domain took it (wrong test)"
+    assert not columns_accept(now, riders, orders), rule
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -252,11 +287,11 @@ def test_a_broken_rule_is_refused_by_both(rule):
 def test_random_edits_never_pass_the_columns_where_the_domain_refuses(edits):
     """Swap ids, kinds and numbers between random places, or set a number to a drawn value
     (non-finite among them): whatever the columns pass, the domain types take too."""
-    riders = riders_with_picked_up()
+    riders, new = riders_with_picked_up(), plain(ROUND.orders)
     stops = [s for r in riders for s in r.route]
     orders = [o for r in riders for o in r.orders]
     order_numbers = ("created_at", "promised_at", "size", "pickup_service_s", "dropoff_service_s")
-    numbers = [(o, k) for o in orders for k in order_numbers]
+    numbers = [(o, k) for o in [*orders, *new] for k in order_numbers]
     numbers += [(r, k) for r in riders for k in ("capacity", "available_at", "speed_mps")]
     for kind, a, b, value in edits:
         if kind == 4:  # a number becomes the drawn value
@@ -274,13 +309,14 @@ def test_random_edits_never_pass_the_columns_where_the_domain_refuses(edits):
             obj, name = numbers[b % len(numbers)]
             value = getattr(*numbers[a % len(numbers)])
             setattr(obj, name, ROUND.now if value is None else value)
-    if columns_accept(ROUND.now, riders):
-        assert domain_accepts(ROUND.now, riders)
+    if columns_accept(ROUND.now, riders, new):
+        assert domain_accepts(ROUND.now, riders, new)
 
 
 def test_every_number_rule_of_the_domain_binds_its_column():
     """The rules of ``domain.rules`` are read by the columns' check by field name: a rule for a
     field the columns keep cannot be left out of it."""
+    from domain import order_columns as oc
     from domain import rules
     from planner import rider_columns as rc
 
@@ -288,5 +324,5 @@ def test_every_number_rule_of_the_domain_binds_its_column():
     assert head | {"available_at"} == set(rc.HEAD_FIELDS)  # available_at: the clock span
     assert set(rules.RIDER) <= set(rc.HEAD_FIELDS)
     assert set(rules.POSITION) <= head
-    assert set(rules.ORDER) <= set(rc.CARRIED_FIELDS)
-    assert len(rc._CARRIED_RULES) == len(rc.CARRIED_FIELDS)
+    assert set(rules.ORDER) <= set(oc.ORDER_FIELDS) and rc.CARRIED_FIELDS == oc.ORDER_FIELDS
+    assert len(oc.COLUMN_RULES) == len(oc.ORDER_FIELDS)

@@ -41,7 +41,7 @@ def reading(source) -> tuple:
     ]
     arrays.append(("owner", packed.owner.dtype.str, packed.owner.shape, packed.owner.tobytes()))
     return (
-        source.new_orders(),
+        source.new_orders().to_orders(),
         source.dispatch_weights(),
         source.utc_offset_s,
         packed.now,

@@ -75,7 +75,7 @@ def test_a_served_round_is_read_into_the_columns_its_domain_round_makes(riders, 
     for name in want.__dataclass_fields__:
         a, b = getattr(want, name), getattr(got.riders, name)
         assert (a == b) if isinstance(a, list) else np.array_equal(a, b, equal_nan=True), name
-    assert (got.orders, got.weights, got.now, got.utc_offset_s) == (
+    assert (got.orders.to_orders(), got.weights, got.now, got.utc_offset_s) == (
         round_.orders,
         round_.weights,
         round_.now,
@@ -185,7 +185,7 @@ def test_item_counts_are_read_packed_and_unpacked():
     for k in range(1, len(body["orders"])):
         data += _field(3, 2, pb.Order(**body["orders"][k]).SerializeToString())
     got = read_round(data, MODELS.dispatch, LIMITS)
-    assert got is not None and got.orders[0].item_counts == tuple(counts)
+    assert got is not None and got.orders.to_orders()[0].item_counts == tuple(counts)
     assert fast_reading(data) == model_reading(data) is not None
 
 
@@ -282,7 +282,7 @@ def test_the_reader_takes_its_bounds_and_defaults_from_the_model_it_is_given():
     assert read_round(message_bytes(body, fast), DispatchRequest, LIMITS) is not None
     assert read_round(message_bytes(body, fast), slow_round, LIMITS) is None
     got = read_round(message_bytes(body, unsized), big_round, LIMITS)
-    assert got is not None and got.orders[0].size == 2.5
+    assert got is not None and got.orders.to_orders()[0].size == 2.5
 
 
 def _order_msg(name: str) -> pb.Order:
