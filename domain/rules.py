@@ -1,8 +1,8 @@
 """The domain's rules for the numbers of a round, stated once: each field's range, the order of
 an order's times, the clock span of a round. The domain types check one value at a time
-(``Range.holds``, ``Range.check``); the packer's columns check a whole column at once
-(``Range.holds_all``, ``planner.rider_columns``) against the same rows, so a rule added here
-binds both.
+(``Range.holds``, ``Range.check``); columns check a whole column at once
+(``Range.holds_all``: ``domain.order_columns``, ``planner.rider_columns``) against the same
+rows, so a rule added here binds both.
 
 What the kernels need to compute at all; the API's tighter ranges on top are
 ``domain.bounds``. The structure of a rider's route is stated here too, as data
