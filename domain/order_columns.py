@@ -124,19 +124,24 @@ class OrderColumns:
     @staticmethod
     def of(orders: Sequence[OrderLike]) -> OrderColumns:
         """The columns of ``orders`` (domain orders, or wire Structs with their field names).
-        Raises OverflowError for an item count outside int64 (a request's bounds keep them
-        far inside)."""
+        Raises ValueError for an item count or ``items`` outside int64 (a request's bounds
+        keep them far inside)."""
         n = len(orders)
         listed = list(map(attrgetter("item_counts"), orders))
         lengths = np.fromiter(map(len, listed), np.int64, n)
         start = np.zeros(n + 1, np.int64)
         np.cumsum(lengths, out=start[1:])
+        try:
+            items = np.fromiter(map(attrgetter("items"), orders), np.int64, n)
+            counts = np.fromiter(chain.from_iterable(listed), np.int64, int(start[-1]))
+        except OverflowError as exc:
+            raise ValueError(f"items and item_counts must fit in 64 bits: {exc}") from None
         return OrderColumns(
             ids=list(map(attrgetter("id"), orders)),
             values=order_numbers(orders),
-            items=np.fromiter(map(attrgetter("items"), orders), np.int64, n),
+            items=items,
             count_start=start,
-            counts=np.fromiter(chain.from_iterable(listed), np.int64, int(start[-1])),
+            counts=counts,
         )
 
     def times(self) -> np.ndarray:

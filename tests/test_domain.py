@@ -219,3 +219,9 @@ def test_orders_as_columns_hold_every_field_and_give_the_orders_back():
     assert cols.times().tolist()[-1] == [5.0, 6.0, 7.0]
     assert cols.item_matrix(4)[-1].tolist() == [0.0, 4.0, 1.0, 0.0]
     assert OrderColumns.of(()).to_orders() == ()
+
+
+def test_item_counts_past_64_bits_are_a_value_error_as_columns():
+    order = Order("o", LatLng(0, 0), LatLng(0, 1), 0.0, 0.0, 1.0, item_counts=(2**70,))
+    with pytest.raises(ValueError, match="64 bits"):
+        OrderColumns.of([order])
