@@ -59,45 +59,47 @@ def smallest_per_column(bound, k, u, v, abs_tol, rel_tol):  # pragma: no cover -
     return rows, cols
 
 
-def below_threshold(bound, u, v, abs_tol, rel_tol, n_chunks, cap):  # pragma: no cover - compiled
+def below_threshold(bound, u, v, abs_tol, rel_tol, cap):  # pragma: no cover - compiled
     """(rows, cols) int64 of every pair with ``bound[r, c] - tol < u[c] + v[r]``, where
     ``tol = abs_tol + rel_tol * |bound|``: a bound within rounding of the threshold counts as
-    below it. Rows in order, columns in order within a row; n_chunks : row blocks (tasks).
-    Past ``cap`` pairs: empty arrays and the count, for the caller to take each
-    column's least instead (``smallest_per_column``). Returns (rows, cols, count)."""
+    below it. Rows in order, columns in order within a row. Past ``cap`` pairs: empty arrays
+    and the count, for the caller to take each column's least instead
+    (``smallest_per_column``). Returns (rows, cols, count).
+
+    Each row is counted first (a branch-free loop the compiler vectorises), then only the rows
+    that have pairs are read again to write them, each until it has written its count: the
+    writing loop cannot be vectorised, and on a dispatch round most rows have no pair below
+    the duals after the first solve (a 5000 x 2000 pass: 0 to 3,400 rows of 5,000)."""
     n_rows, n_cols = bound.shape
-    n_chunks = max(1, min(n_rows, n_chunks))
-    counts = np.zeros(n_chunks + 1, np.int64)
-    for t in prange(n_chunks):
-        lo = t * n_rows // n_chunks
-        hi = (t + 1) * n_rows // n_chunks
+    per_row = np.zeros(n_rows, np.int64)
+    for r in prange(n_rows):
+        vr = v[r]
         m = 0
-        for r in range(lo, hi):
-            vr = v[r]
-            for c in range(n_cols):
-                b = np.float64(bound[r, c])
-                if b - (abs_tol + rel_tol * abs(b)) < u[c] + vr:
-                    m += 1
-        counts[t + 1] = m
-    for t in range(n_chunks):
-        counts[t + 1] += counts[t]
-    if counts[n_chunks] > cap:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), counts[n_chunks]
-    rows = np.empty(counts[n_chunks], np.int64)
-    cols = np.empty(counts[n_chunks], np.int64)
-    for t in prange(n_chunks):
-        lo = t * n_rows // n_chunks
-        hi = (t + 1) * n_rows // n_chunks
-        m = counts[t]
-        for r in range(lo, hi):
-            vr = v[r]
-            for c in range(n_cols):
-                b = np.float64(bound[r, c])
-                if b - (abs_tol + rel_tol * abs(b)) < u[c] + vr:
-                    rows[m] = r
-                    cols[m] = c
-                    m += 1
-    return rows, cols, counts[n_chunks]
+        for c in range(n_cols):
+            b = np.float64(bound[r, c])
+            m += b - (abs_tol + rel_tol * abs(b)) < u[c] + vr
+        per_row[r] = m
+    start = np.zeros(n_rows + 1, np.int64)
+    for r in range(n_rows):
+        start[r + 1] = start[r] + per_row[r]
+    count = start[n_rows]
+    if count > cap:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), count
+    rows = np.empty(count, np.int64)
+    cols = np.empty(count, np.int64)
+    for r in prange(n_rows):
+        m = start[r]
+        end = start[r + 1]
+        vr = v[r]
+        c = 0
+        while m < end and c < n_cols:  # the same test as the count: it ends at ``end``
+            b = np.float64(bound[r, c])
+            if b - (abs_tol + rel_tol * abs(b)) < u[c] + vr:
+                rows[m] = r
+                cols[m] = c
+                m += 1
+            c += 1
+    return rows, cols, count
 
 
 @njit(cache=True, nogil=True)
@@ -134,5 +136,5 @@ def warm_up() -> None:
     for smallest, below in ((smallest_serial, below_serial), (smallest_parallel, below_parallel)):
         smallest(bound, 1, none, none, 1e-3, 1e-6)
         smallest(bound, 1, np.zeros(2), np.zeros(2), 1e-3, 1e-6)
-        below(bound, np.zeros(2), np.zeros(2), 1e-3, 1e-6, 2, 0)
+        below(bound, np.zeros(2), np.zeros(2), 1e-3, 1e-6, 0)
     least_per_group(np.zeros(2, np.int64), np.zeros(2), 1, 1)

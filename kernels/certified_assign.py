@@ -124,14 +124,12 @@ class HostBounds:
         return rider, orders[col].astype(np.int64)
 
     def below(self, u: np.ndarray, v: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        from numba import get_num_threads
-
         from kernels._pair_scan_jit import below_parallel, below_serial
 
         scan = below_parallel if self.parallel else below_serial
         u, v = np.asarray(u, np.float64), np.asarray(v, np.float64)
         cap = TAKE_ALL * self.shape[1]
-        rider, order, count = scan(self.bound, u, v, ABS_TOL, REL_TOL, 4 * get_num_threads(), cap)
+        rider, order, count = scan(self.bound, u, v, ABS_TOL, REL_TOL, cap)
         if count > cap:
             return self._smallest(self.bound, k, u, v)
         return rider, order

@@ -61,7 +61,7 @@ def test_pairs_below_the_duals_on_the_device_are_the_host_scans(device, seed):
     cupy = device
 
     cost, u, v = prices(seed, 900)
-    rows, cols, count = below_serial(cost, u, v, ABS_TOL, REL_TOL, 1, cost.size)
+    rows, cols, count = below_serial(cost, u, v, ABS_TOL, REL_TOL, cost.size)
     bound_t = cupy.asarray(np.ascontiguousarray(cost.T))
     n, rider, order = below_duals_cuda(bound_t, u, v, ABS_TOL, REL_TOL, cost.size)
     assert n == count
