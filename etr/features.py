@@ -103,23 +103,12 @@ def features_from_orders(
     """``build_features`` for domain orders: hour and day from ``created_at`` (Unix seconds)
     shifted by ``utc_offset_s`` to local time, distance pickup -> drop-off (haversine).
 
-    Returns float32[B, 39]. Raises ValueError on an order with more than 27 item counts.
+    Returns float32[B, 39]. Raises ValueError on an order with more than 27 item counts (or
+    one past 64 bits).
     """
-    n = len(orders)
-    if xp is np and n <= ROWS_ONE_BY_ONE:
+    if xp is np and len(orders) <= ROWS_ONE_BY_ONE:
         return _rows(orders, utc_offset_s)
-    created = np.array([o.created_at for o in orders], np.float64).reshape(n)
-    dist = np.array(
-        [haversine_m(o.pickup, o.dropoff) / METRES_PER_MILE for o in orders], np.float64
-    ).reshape(n)
-    items = np.zeros((n, N_MENU_ITEMS), np.float32)
-    for k, o in enumerate(orders):
-        if len(o.item_counts) > N_MENU_ITEMS:
-            raise ValueError(
-                f"order {o.id}: {len(o.item_counts)} item counts, the menu has {N_MENU_ITEMS}"
-            )
-        items[k, : len(o.item_counts)] = o.item_counts
-    return _from_columns(created, utc_offset_s, dist, items, xp)
+    return features_from_columns(OrderColumns.of(orders), utc_offset_s=utc_offset_s, xp=xp)
 
 
 def features_from_columns(
@@ -132,20 +121,16 @@ def features_from_columns(
     ends = v[:, [PICKUP_LAT, PICKUP_LNG, DROPOFF_LAT, DROPOFF_LNG]].tolist()
     dist = np.array([haversine_deg_m(*e) / METRES_PER_MILE for e in ends], np.float64)
     items = orders.item_matrix(N_MENU_ITEMS)
-    return _from_columns(v[:, CREATED], utc_offset_s, dist.reshape(len(ends)), items, xp)
-
-
-def _from_columns(
-    created: np.ndarray, utc_offset_s: float, dist_mi: np.ndarray, items: np.ndarray, xp: Any
-) -> Any:
-    """The features of orders created at ``created`` (float64[B], Unix seconds), ``dist_mi``
-    (float64[B]) apart, with ``items`` (float32[B, 27]) item counts."""
-    local = created + utc_offset_s
+    local = v[:, CREATED] + utc_offset_s
     hour = (local % 86400.0) / 3600.0
     # 1970-01-01 was a Thursday (Monday = 0 -> Thursday = 3).
     day = ((np.floor(local / 86400.0).astype(np.int64) + 3) % 7).astype(np.int64)
     return build_features(
-        xp.asarray(hour), xp.asarray(day), xp.asarray(dist_mi), xp.asarray(items), xp=xp
+        xp.asarray(hour),
+        xp.asarray(day),
+        xp.asarray(dist.reshape(len(ends))),
+        xp.asarray(items),
+        xp=xp,
     )
 
 

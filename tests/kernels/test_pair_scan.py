@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from kernels._pair_scan_cuda import SOURCE
-from kernels._pair_scan_jit import below_serial, smallest_serial
+from kernels._pair_scan_jit import below_parallel, below_serial, smallest_serial
 from kernels.certified_assign import ABS_TOL, REL_TOL, DeviceCosts, HostBounds, certified_assign
 from tests.kernels.cuda_host import compile_ptx
 
@@ -24,6 +24,45 @@ def prices(seed: int, max_riders: int) -> tuple[np.ndarray, np.ndarray, np.ndarr
     cost = np.round(rng.uniform(0, 3000, (n_riders, n_orders)), -1).astype(np.float32)
     cost[rng.random(cost.shape) < 0.3] = np.inf
     return cost, rng.uniform(0, 3000, n_orders), -rng.uniform(0, 500, n_riders)
+
+
+def _scan_case(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A bounds matrix from 1 x 1 to past the parallel size gate, with ties, infinities,
+    rows with no pair below the duals, rows with every pair below, and bounds exactly at
+    the threshold or within the tolerance of it."""
+    rng = np.random.default_rng(seed)
+    big = seed % 10 == 0
+    n_riders = int(rng.integers(300, 700)) if big else int(rng.integers(1, 40))
+    n_orders = int(rng.integers(300, 700)) if big else int(rng.integers(1, 40))
+    bound = np.round(rng.uniform(0, 300, (n_riders, n_orders)), -1).astype(np.float32)
+    bound[rng.random(bound.shape) < 0.2] = np.inf
+    u = np.round(rng.uniform(0, 300, n_orders), -1)
+    v = -np.round(rng.uniform(0, 100, n_riders), -1)
+    v[rng.random(n_riders) < 0.3] = -1e9  # rows with nothing below
+    v[rng.random(n_riders) < 0.1] = 1e9  # rows with every finite pair below
+    at = rng.random(bound.shape) < 0.1  # on the threshold, or just inside the tolerance
+    nudge = rng.choice([0.0, ABS_TOL / 2, -ABS_TOL / 2], size=bound.shape)
+    exact = (u[None, :] + v[:, None] + nudge).astype(np.float32)
+    bound[at & (np.abs(exact) < 1e6)] = exact[at & (np.abs(exact) < 1e6)]
+    return bound, u, v
+
+
+@pytest.mark.parametrize("build", [below_serial, below_parallel], ids=["serial", "parallel"])
+def test_the_pairs_below_the_duals_are_every_such_pair_in_row_order(build):
+    """Against NumPy's reading of the same test (``emulators._under``), on 300 seeded cases:
+    every pair, rows in order and columns in order within a row; past the cap nothing but
+    the count (a cap at the count writes them all, one under it returns the count alone)."""
+    from tests.kernels.emulators import _under
+
+    for seed in range(300):
+        bound, u, v = _scan_case(seed)
+        want_r, want_c = np.nonzero(_under(bound, u[None, :] + v[:, None], ABS_TOL, REL_TOL))
+        n = want_r.size
+        rows, cols, count = build(bound, u, v, ABS_TOL, REL_TOL, n)
+        assert count == n and np.array_equal(rows, want_r) and np.array_equal(cols, want_c), seed
+        if n:
+            rows, cols, count = build(bound, u, v, ABS_TOL, REL_TOL, n - 1)
+            assert count == n and rows.size == cols.size == 0, seed
 
 
 @pytest.mark.nvcc
