@@ -18,7 +18,8 @@ the served round's stages over each protocol (``timings_ms``: decode, ETR, pack,
 hop, unpack; and the time outside the pipeline: transport, framing, the answer's encoding)
 beside the same plan's stages in process (``in_process_*``) and the solver's own time. Then,
 in this process, the request to arrays each way the edge reads a round: for JSON the fast
-path (``RoundDecoder``: wire Structs, riders as columns) against the model's (pydantic
+paths (``RoundDecoder``: the compiled reader, straight to columns; msgspec's wire Structs,
+riders gathered into columns from them) against the model's (pydantic
 validation, domain types, ``pack_round``); for protobuf the reader (``round_message``: the
 bytes straight to columns) against the model's (parse, fields, the model); the same arrays;
 and the plan to its gRPC answer's bytes, written from its columns (``answer_message``) and
@@ -190,6 +191,7 @@ def main() -> None:
     )
     for name, fast, model in (
         ("JSON body", to_arrays["fast_ms"], to_arrays["model_ms"]),
+        ("JSON body, msgspec's wire Structs", to_arrays["structs_ms"], to_arrays["model_ms"]),
         ("protobuf message", to_arrays["message_fast_ms"], to_arrays["message_model_ms"]),
         ("the plan to its protobuf answer", to_arrays["answer_ms"], to_arrays["answer_dict_ms"]),
         (
@@ -218,7 +220,8 @@ def main() -> None:
 
 def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]:
     """Median ms from the request to the packed round, in this process, each way the edge
-    reads one, alternating: the JSON ``body`` by the fast path (``RoundDecoder.decode``) and
+    reads one, alternating: the JSON ``body`` by the fast paths (``RoundDecoder.decode``: the
+    compiled reader, and the wire Structs alone) and
     by the model's; the protobuf ``message`` by the reader (``from_message``: its bytes
     straight to columns) and by the model's (parse, fields, the model). Raises
     AssertionError if their arrays differ."""
@@ -236,6 +239,7 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
 
     ways = {
         "fast_ms": lambda: decoder.decode(body).packed(),
+        "structs_ms": lambda: decoder.decode(body, compiled=False).packed(),
         "model_ms": json_by_model,
         "message_fast_ms": lambda: decoder.from_message(message, message_by_model).packed(),
         "message_model_ms": message_by_model,

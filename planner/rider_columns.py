@@ -143,7 +143,8 @@ def _flat(lists: Iterable[Iterable[Any]]) -> list[Any]:
     return list(chain.from_iterable(lists))
 
 
-def _rows(ids: Iterable[str], row_of: dict[str, int]) -> np.ndarray:
+def rows_of(ids: Iterable[str], row_of: dict[str, int]) -> np.ndarray:
+    """int64[N]: each id's row in ``row_of``, -1 where it has none."""
     got = list(map(row_of.get, ids, repeat(-1)))
     return np.array(got, np.int64).reshape(len(got))
 
@@ -177,11 +178,11 @@ def rider_columns(riders: Sequence[RiderLike]) -> RiderColumns:
         route_len=route_len,
         stop_ids=stop_ids,
         stop_pickup=np.fromiter(map(is_, kinds, repeat(StopKind.PICKUP)), np.bool_, len(stops)),
-        stop_rows=_rows(stop_ids, row_of),
+        stop_rows=rows_of(stop_ids, row_of),
         carried_ids=carried_ids,
         carried_rider=np.repeat(np.arange(n, dtype=np.int64), list(map(len, orders))),
         carried=order_numbers(carried),
-        picked_rows=_rows(_flat(picked), row_of),
+        picked_rows=rows_of(_flat(picked), row_of),
         picked_by=np.repeat(np.arange(n, dtype=np.int64), list(map(len, picked))),
     )
 

@@ -1,9 +1,10 @@
-"""The compiled codecs of a dispatch round, loaded off the request path: the reader of a gRPC
-request (``grpc_api.round_message``), the writers of its answer as protobuf
-(``grpc_api.answer_message``) and as JSON (``http.answer_json``).
+"""The compiled codecs of a dispatch round, loaded off the request path: the readers of a gRPC
+request (``grpc_api.round_message``) and of a JSON one (``http.round_json``), the writers of
+its answer as protobuf (``grpc_api.answer_message``) and as JSON (``http.answer_json``).
 
-Until they are loaded a gRPC round's request takes protobuf's parser and the model, and an
-answer is built from the plan's dict: slower, the same answers (the JSON byte for byte). A
+Until they are loaded a gRPC round's request takes protobuf's parser and the model, a JSON one
+msgspec's wire Structs, and an answer is built from the plan's dict: slower, the same answers
+(the JSON byte for byte). A
 replica starts loading them first (``load_in_background``) and reports their ``state`` with
 its readiness.
 """
@@ -15,13 +16,19 @@ import threading
 
 from domain import Assignment, CostBreakdown, DispatchPlan, RouteTable
 from kernels.compiled import compile_in_child_then_load
+from serve_app import _round_columns_jit
 from serve_app.grpc_api import (
     _answer_message_jit,
     _round_message_jit,
     answer_message,
     round_message,
 )
-from serve_app.http import _answer_json_jit, answer_json
+from serve_app.http import (
+    _answer_json_jit,
+    _round_json_jit,
+    answer_json,
+    round_json,
+)
 
 log = logging.getLogger(__name__)
 _loaded = threading.Event()
@@ -29,9 +36,10 @@ _failure = ""  # why loading failed ("" while loading or once loaded)
 
 
 def warm_up() -> None:
-    """Compile the reader and both writers (or load them from Numba's on-disk cache) in this
+    """Compile both readers and both writers (or load them from Numba's on-disk cache) in this
     process."""
     round_message.warm_up()
+    round_json.warm_up()
     plan = DispatchPlan(  # one of each thing the answers hold
         assignments=(Assignment("o", "r", 1.0),),
         routes=RouteTable(["r"], [0, 1], ["o"], [True]),
@@ -68,7 +76,13 @@ def load_in_background() -> threading.Thread:
         global _failure
         code = "from serve_app.codecs import warm_up; warm_up()"
         try:
-            modules = [_round_message_jit, _answer_message_jit, _answer_json_jit]
+            modules = [
+                _round_columns_jit,
+                _round_message_jit,
+                _round_json_jit,  # with _json_number_jit's reader built in
+                _answer_message_jit,
+                _answer_json_jit,
+            ]
             compile_in_child_then_load(modules, code, warm_up)
         except Exception as exc:  # any failure: every round takes the slower paths
             _failure = f"{type(exc).__name__}: {exc}"[:200]

@@ -4,12 +4,16 @@ the packer's columns, in C, for the hot path.
 Validating a round with the pydantic model (``serve_app.schemas``) and then building its
 domain objects was about half of a round's serving overhead (``bench/serve_load.py``); building
 a domain object per rider, stop and carried order was most of what remained
-(``bench/big_round.py``). Here msgspec reads the body once, into *wire* Structs *generated from
-that model* (one definition of the request: its fields, defaults, bounds and the configured list
-limits; nothing is restated) carrying every constraint of the bounded model (types without
-coercion, ``ge``/``le``, lengths, no unknown fields); a msgpack body goes through the same
-Structs (msgspec's msgpack reader: lengths refused at their header, no binary or extension
-data where the model has none). Then:
+(``bench/big_round.py``). Here a JSON body is read by the compiled reader
+(``http.round_json``: one pass over the bytes straight into the columns the gRPC reader fills
+too, the request's rules applied once for both in ``round_columns``) once it is loaded
+(``codecs.ready``); a body it does not take whole, a msgpack body, or any body while it
+loads, goes to msgspec, which reads it into
+*wire* Structs *generated from that model* (one definition of the request: its fields,
+defaults, bounds and the configured list limits; nothing is restated) carrying every
+constraint of the bounded model (types without coercion, ``ge``/``le``, lengths, no unknown
+fields); a msgpack body goes through the same Structs (msgspec's msgpack reader: lengths
+refused at their header, no binary or extension data where the model has none). Then:
 
 * the new orders become columns (``domain.OrderColumns``, held to ``Order``'s rules over
   them) and the weights a domain type (``DispatchWeights``, converted from its Struct in C);
@@ -40,11 +44,12 @@ from msgspec import Meta
 from pydantic import BaseModel
 
 from domain import DispatchWeights, OrderColumns
-from serve_app import model_rules
+from serve_app import codecs, model_rules
 from serve_app.grpc_api import round_message
-from serve_app.http import codec
+from serve_app.http import codec, round_json
 from serve_app.pipeline.limits import Limits
 from serve_app.pipeline.round_source import RoundSource
+from serve_app.round_columns import ColumnRound
 from serve_app.schemas import RequestModels
 
 
@@ -127,20 +132,30 @@ class RoundDecoder:
         """The round of a request ``body`` in ``media`` (``codec.JSON`` or ``codec.MSGPACK``):
         a valid round straight to columns (``RoundSource``), anything else validated by the
         model.
+        The compiled reader is used once it is loaded (``codecs.ready``).
         Raises as ``codec.validate_body`` (the 422 naming the fields, the 413)."""
-        call = self.decode(body, media)
+        call = self.decode(body, media, compiled=codecs.ready())
         if call is not None:
             return call
         return codec.validate_body(body, media, self._model).to_source()
 
-    def decode(self, body: bytes, media: str = codec.JSON) -> RoundSource | None:
+    def decode(
+        self, body: bytes, media: str = codec.JSON, compiled: bool = True
+    ) -> RoundSource | None:
         """The round as a ``RoundSource`` when ``body`` (in ``media``) keeps the request's
-        rules and its new orders and weights the domain's, else None."""
+        rules and its new orders and weights the domain's, else None. compiled : a JSON body
+        goes to the compiled reader first (compiling it on first use), then to the Structs;
+        False: to the Structs alone."""
+        by_model = partial(self._by_model, body, media)
+        if compiled and media == codec.JSON:
+            got = round_json.read_json_round(body, self._model, self._limits)
+            if got is not None:
+                return _column_source(got, by_model)
         try:
             got: Any = self._wire[media].decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
-        return self._wire_round(got, partial(self._by_model, body, media))
+        return self._wire_round(got, by_model)
 
     def from_message(self, data: bytes, by_model: Callable[[], RoundSource]) -> RoundSource | None:
         """The round as a ``RoundSource`` from a serialized gRPC ``DispatchRequest``, read
@@ -149,18 +164,7 @@ class RoundDecoder:
         they do not take it whole. by_model : the model's reading of the same request (its
         errors are the answer)."""
         got = round_message.read_round(data, self._model, self._limits)
-        if got is None:
-            return None
-        riders = got.riders
-        return RoundSource(
-            got.now,
-            got.utc_offset_s,
-            got.orders,
-            got.weights,
-            (len(riders.ids), got.longest_route),
-            lambda: riders,
-            by_model,
-        )
+        return None if got is None else _column_source(got, by_model)
 
     def _wire_round(self, got: Any, by_model: Callable[[], RoundSource]) -> RoundSource | None:
         try:
@@ -186,3 +190,17 @@ class RoundDecoder:
 
     def _by_model(self, body: bytes, media: str) -> RoundSource:
         return codec.validate_body(body, media, self._model).to_source()
+
+
+def _column_source(got: ColumnRound, by_model: Callable[[], RoundSource]) -> RoundSource:
+    """The pipeline's round from a compiled reader's (its riders already columns)."""
+    riders = got.riders
+    return RoundSource(
+        got.now,
+        got.utc_offset_s,
+        got.orders,
+        got.weights,
+        (len(riders.ids), got.longest_route),
+        lambda: riders,
+        by_model,
+    )

@@ -3,66 +3,26 @@ caller and holds the field numbers' meaning to the model).
 
 Two passes over the serialized message, each one loop in machine code: ``count`` sizes the
 columns, ``fill`` reads every scalar into them and every string as a (start, end) span of the
-buffer. Both refuse (a status below 0) what the fast path does not take whole and leaves to
-protobuf's parser: truncated or malformed bytes, a known field with another wire type, a
-singular field given twice (protobuf would merge or overwrite), groups. Unknown fields are
-skipped, as the parser keeps them out of the fields the model reads.
+buffer (the columns every reader fills: ``round_columns.FilledColumns``, whose ``*_BITS`` the
+presence bits below follow). Both refuse (a status below 0) what the fast path does not take
+whole and leaves to protobuf's parser: truncated or malformed bytes, a known field with
+another wire type, a singular field given twice (protobuf would merge or overwrite), groups.
+Unknown fields are skipped, as the parser keeps them out of the fields the model reads.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from cffi import FFI
 from numba import njit
-
-from planner.rider_columns import CARRIED_FIELDS
 
 OK = 0
 BAD = -1
 _MAX_FIELD = (1 << 29) - 1  # protobuf's largest field number
+_FFI = FFI()
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
-
-#: Presence bits of an Order (carried or new), in this order.
-ORDER_BITS = (
-    "id",
-    "pickup",
-    "pickup.lat",
-    "pickup.lng",
-    "dropoff",
-    "dropoff.lat",
-    "dropoff.lng",
-    "created_at",
-    "ready_at",
-    "promised_at",
-    "size",
-    "items",
-    "pickup_service_s",
-    "dropoff_service_s",
-)
-#: Columns of an order's float64 row: the planner's ``CARRIED_FIELDS``, as dotted paths of
-#: the request model (``_ORDER_DOUBLE_COLUMN`` follows this order).
-ORDER_VALUES = tuple(f.replace("_lat", ".lat").replace("_lng", ".lng") for f in CARRIED_FIELDS)
-RIDER_BITS = (
-    "id",
-    "position",
-    "position.lat",
-    "position.lng",
-    "speed_mps",
-    "capacity",
-    "available_at",
-)
-#: Columns of a rider's float64 row: the planner's ``HEAD_FIELDS`` order.
-RIDER_VALUES = ("position.lat", "position.lng", "speed_mps", "capacity", "available_at")
-STOP_BITS = ("order_id", "kind")
-WEIGHT_BITS = (
-    "late_weight",
-    "max_lateness_s",
-    "max_orders_per_rider",
-    "candidate_riders",
-    "etr_floor",
-)
-TOP_BITS = ("now", "weights", "utc_offset_s")
 
 # Field number -> the order's value column (-1: not a double of the row).
 _ORDER_DOUBLE_COLUMN = np.array([-1, -1, -1, -1, 4, 5, 6, 9, -1, -1, 7, 8], np.int64)
@@ -99,8 +59,8 @@ def _int32(value):
 
 @njit(cache=True, nogil=True)
 def _double(buf, pos, raw, scratch):
-    """The little-endian double at ``pos`` (unaligned: copied through ``scratch``, a float64[1]
-    whose bytes are ``raw``, without allocating)."""
+    """The little-endian double at ``pos`` (unaligned: copied through ``scratch``, a pointer to
+    one float64 whose bytes ``raw`` points to, without allocating)."""
     for k in range(8):
         raw[k] = buf[pos + k]
     return scratch[0]
@@ -159,12 +119,13 @@ def _count_order(buf, pos, end):
 
 
 @njit(cache=True, nogil=True)
-def count(buf):
+def count(data):
     """int64[10]: riders, stops, carried orders, picked-up names, new orders, item counts,
     status (``OK`` or ``BAD``), and the most stops, carried orders and picked-up names one
     rider has (what the limits bound per rider)."""
     out = np.zeros(10, np.int64)
-    end = len(buf)
+    buf = _FFI.from_buffer(data)  # a bare pointer: see fill
+    end = len(data)
     pos = 0
     while pos < end:
         number, wire, start, stop, pos = _field(buf, pos, end)
@@ -319,7 +280,7 @@ def _is(buf, start, stop, word):
 
 @njit(cache=True, nogil=True)
 def fill(
-    buf,
+    data,  # uint8[B]
     top,  # float64[9]: now, utc_offset_s, the 5 weights, their bits, top bits
     rider_span,  # int64[R, 2]
     rider_values,  # float64[R, 5]
@@ -338,9 +299,13 @@ def fill(
     carried_total,  # C
 ):
     """Read the message into the columns ``count`` sized; ``OK`` or ``BAD``."""
-    end = len(buf)
-    scratch = np.empty(1, np.float64)
-    raw = scratch.view(np.uint8)
+    # Helpers take the bytes and the scratch word as bare pointers: passing them arrays costs
+    # two reference counts a call (atomic for the caller's array), most of the read's time.
+    buf = _FFI.from_buffer(data)
+    end = len(data)
+    word = np.empty(1, np.float64)
+    scratch = _FFI.from_buffer(word)
+    raw = _FFI.from_buffer(word.view(np.uint8))
     pos = 0
     r = 0
     s = 0
@@ -509,26 +474,3 @@ def fill(
             top[7] = wbits
     top[8] = top_bits
     return OK
-
-
-@njit(cache=True, nogil=True)
-def joined(buf, spans, sep):
-    """(the strings at ``spans`` (int64[N, 2]) as one uint8 array, ``sep`` between them,
-    False where a string holds ``sep`` itself: then they cannot be split apart again)."""
-    n = spans.shape[0]
-    total = max(n - 1, 0)
-    for k in range(n):
-        total += spans[k, 1] - spans[k, 0]
-    out = np.empty(total, np.uint8)
-    at = 0
-    for k in range(n):
-        if k:
-            out[at] = sep
-            at += 1
-        for j in range(spans[k, 0], spans[k, 1]):
-            byte = buf[j]
-            if byte == sep:
-                return out, False
-            out[at] = byte
-            at += 1
-    return out, True

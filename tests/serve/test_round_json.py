@@ -1,0 +1,229 @@
+"""The compiled JSON round reader never accepts what the models refuse, nor reads a body
+differently, however the body is spelled.
+
+``serve_app.http.round_json`` walks a JSON body straight into the columns the gRPC reader
+fills and returns None for anything it does not take whole (the wire Structs, then the models,
+answer it). So, for every body: if the reader takes it, the models accept it too and read the
+same round (the same new orders, weights and packed arrays); and a valid round, spelled any
+way JSON allows (whitespace, key order, number forms, ``null`` where a field is optional), is
+taken."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from planner import generate_round
+from planner.rider_columns import rider_columns
+from serve_app.grpc_api import orml_pb2 as pb
+from serve_app.grpc_api.round_message import read_round
+from serve_app.http import codec
+from serve_app.http.round_json import read_json_round
+from serve_app.pipeline.errors import InvalidInput
+from serve_app.round_decoder import _column_source
+from serve_app.schemas import DispatchRequest, round_fields
+
+from .test_round_decoder import (
+    DECODER,
+    HOSTILE,
+    LIMITS,
+    MODELS,
+    _edited,
+    base_body,
+    model_round,
+    reading,
+)
+
+
+def reader_round(raw: bytes):
+    """The compiled reader's reading of ``raw`` alone (no fallback), or None where it leaves
+    the body to the slower readers (at the read, or as the model's ``InvalidInput`` when the
+    round is packed)."""
+    got = read_json_round(raw, MODELS.dispatch, LIMITS)
+    if got is None:
+        return None
+    try:
+        return reading(_column_source(got, lambda: DECODER.read(raw, codec.JSON)))
+    except InvalidInput:
+        return None
+
+
+def spelled(value, rng: random.Random, ints: bool = False) -> str:
+    """``value`` as JSON, spelled at random the ways JSON allows: whitespace between tokens,
+    keys in any order, each number in one of several texts of the same value (integers left
+    integers where ``ints``: the models' integer fields take no fraction)."""
+
+    def ws() -> str:
+        return rng.choice(["", "", " ", "\n  ", "\t", "\r\n"])
+
+    if isinstance(value, dict):
+        items = list(value.items())
+        rng.shuffle(items)
+        inner = ",".join(
+            f"{ws()}{json.dumps(k)}{ws()}:{ws()}{spelled(v, rng, k in _INT_FIELDS)}{ws()}"
+            for k, v in items
+        )
+        return "{" + (inner or ws()) + "}"
+    if isinstance(value, list):
+        inner = ",".join(f"{ws()}{spelled(v, rng, ints)}{ws()}" for v in value)
+        return "[" + (inner or ws()) + "]"
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return json.dumps(value)
+    if ints and isinstance(value, int):
+        return str(value)
+    x = float(value)
+    forms = [repr(x), f"{x:.17g}", f"{x:.17e}", f"{x:.16E}", json.dumps(value)]
+    if x == int(x) and abs(x) < 1e15:
+        forms += [str(int(x)), f"{int(x)}.000", f"{int(x)}e0", f"{x / 10!r}e1"]
+    form = rng.choice(forms)
+    return form if float(form) == x else repr(x)
+
+
+_INT_FIELDS = frozenset({"items", "item_counts", "max_orders_per_rider", "candidate_riders"})
+
+
+@pytest.mark.parametrize(
+    ("riders", "orders", "seed"), [(0, 2, 1), (1, 1, 0), (12, 5, 2), (40, 20, 3)]
+)
+def test_a_round_is_read_into_the_columns_the_grpc_reader_makes(riders, orders, seed):
+    round_ = generate_round(riders, orders, seed=seed)
+    fields = round_fields(round_, 3600.0)
+    got = read_json_round(json.dumps(fields).encode(), MODELS.dispatch, LIMITS)
+    message = pb.DispatchRequest(**fields).SerializeToString()
+    want = read_round(message, MODELS.dispatch, LIMITS)
+    assert got is not None and want is not None
+    for name in want.riders.__dataclass_fields__:
+        a, b = getattr(want.riders, name), getattr(got.riders, name)
+        assert (a == b) if isinstance(a, list) else (a.tobytes() == b.tobytes()), name
+    assert got.orders.to_orders() == want.orders.to_orders() == round_.orders
+    assert (got.weights, got.now, got.utc_offset_s, got.longest_route) == (
+        want.weights,
+        want.now,
+        want.utc_offset_s,
+        want.longest_route,
+    )
+    domain = rider_columns(round_.riders)
+    assert got.riders.carried.tobytes() == domain.carried.tobytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 40), spelling=st.integers(0, 2**32), nulls=st.booleans())
+def test_a_valid_round_is_taken_however_it_is_spelled(seed, spelling, nulls):
+    body = base_body(8, 5, seed)
+    body["weights"] = {"late_weight": 2, "max_orders_per_rider": 3, "etr_floor": False}
+    if nulls:
+        body["weights"]["candidate_riders"] = None
+        for rider in body["riders"]:
+            rider.setdefault("available_at", None)
+    raw = spelled(body, random.Random(spelling)).encode()
+    want = model_round(raw)
+    assert want is not None
+    assert reader_round(raw) == want, raw[:300]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 50),
+    edits=st.lists(
+        st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "delete", "add"]), HOSTILE),
+        min_size=1,
+        max_size=3,
+    ),
+    spelling=st.integers(0, 2**32),
+)
+def test_an_edited_body_is_taken_only_when_the_model_takes_it_and_read_the_same(
+    seed, edits, spelling
+):
+    """The hostile edits of the decoder's test (a value set, a field deleted or added, the
+    kind and the place drawn apart), each body spelled at random: where the reader takes a
+    body the models take it too and read it the same."""
+    raw = spelled(_edited(seed, edits), random.Random(spelling)).encode()
+    got = reader_round(raw)
+    if got is not None:
+        assert got == model_round(raw), raw[:300]
+
+
+def _with(raw: str) -> bytes:
+    return raw.encode()
+
+
+EMPTY = '{"now": 1, "riders": [], "orders": []}'
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("an escape in an id", base_body(2, 1, 0)),
+        ("a repeated key", '{"now": 1, "now": 2, "riders": [], "orders": []}'),
+        ("an unknown key", '{"now": 1, "riders": [], "orders": [], "x": 1}'),
+        ("riders missing", '{"now": 1, "orders": []}'),
+        ("a trailing comma", '{"now": 1, "riders": [], "orders": [],}'),
+        ("trailing data", EMPTY + " x"),
+        ("two values", EMPTY + EMPTY),
+        ("a string for a number", '{"now": "1", "riders": [], "orders": []}'),
+        ("true for a number", '{"now": true, "riders": [], "orders": []}'),
+        ("null for weights", '{"now": 1, "riders": [], "orders": [], "weights": null}'),
+        ("a fraction for an int", '{"now": 1, "riders": [], "orders": [], '
+         '"weights": {"max_orders_per_rider": 2.0}}'),
+        ("an exponent for an int", '{"now": 1, "riders": [], "orders": [], '
+         '"weights": {"max_orders_per_rider": 2e0}}'),
+        ("1 for a bool", '{"now": 1, "riders": [], "orders": [], "weights": {"etr_floor": 1}}'),
+        ("NaN", '{"now": NaN, "riders": [], "orders": []}'),
+        ("a number past the doubles", '{"now": 1e400, "riders": [], "orders": []}'),
+        ("a byte-order mark", "\ufeff" + EMPTY),
+        ("not an object", "[]"),
+        ("empty", ""),
+        ("cut short", EMPTY[:-1]),
+        ("a control character in a string", '{"now": 1, "riders": [{"id": "a\\u0001'),
+    ],
+)  # fmt: skip
+def test_bodies_the_reader_leaves_to_the_slower_readers(name, raw):
+    if isinstance(raw, dict):  # an id with an escape: JSON's \u spelling of its character
+        raw["orders"][0]["id"] = "é-order"
+        raw = json.dumps(raw, ensure_ascii=True)
+    if name == "a control character in a string":
+        raw = raw.replace("\\u0001", "\x01") + '", "position": {"lat": 1, "lng": 1}}]}'
+    body = _with(raw)
+    assert read_json_round(body, MODELS.dispatch, LIMITS) is None, name
+    # Whatever the slower readers answer stands: the decoder reads it as the models do.
+    got = DECODER.decode(body)
+    assert (None if got is None else reading(got)) == (
+        model_round(body) if got is not None else None
+    )
+
+
+def test_an_escaped_body_the_reader_leaves_is_still_read_by_the_structs():
+    body = base_body(3, 2, 1)
+    body["orders"][0]["id"] = "é-order"
+    raw = json.dumps(body, ensure_ascii=True).encode()
+    assert read_json_round(raw, MODELS.dispatch, LIMITS) is None
+    got = DECODER.decode(raw)
+    assert got is not None and reading(got) == model_round(raw)
+    # The same id as UTF-8 bytes (no escape): the reader takes it.
+    raw = json.dumps(body, ensure_ascii=False).encode()
+    assert reader_round(raw) == model_round(raw) is not None
+
+
+def test_a_round_past_a_limit_is_left_to_the_slower_readers():
+    over_riders = json.dumps(base_body(LIMITS.max_riders + 1, 1, 0)).encode()
+    over_orders = json.dumps(base_body(2, LIMITS.max_orders + 1, 0)).encode()
+    for raw in (over_riders, over_orders):
+        assert read_json_round(raw, MODELS.dispatch, LIMITS) is None
+        assert DECODER.decode(raw) is None  # the models answer: the 413 naming the list
+
+
+def test_the_sign_of_zero_is_the_models():
+    """An integer zero is the int 0 to the models (+0.0 as a float); a fractional one keeps
+    its sign."""
+    for text, sign in (("-0", 1.0), ("-0.0", -1.0), ("0", 1.0)):
+        raw = _with(f'{{"now": 1, "riders": [], "orders": [], "utc_offset_s": {text}}}')
+        got = read_json_round(raw, MODELS.dispatch, LIMITS)
+        model = DispatchRequest.model_validate_json(raw)
+        assert got is not None
+        assert math.copysign(1.0, got.utc_offset_s) == math.copysign(1.0, model.utc_offset_s)
+        assert math.copysign(1.0, got.utc_offset_s) == sign
