@@ -14,9 +14,12 @@ free column, which is what makes ``(u, v)`` a certificate for pairs left out of 
 from __future__ import annotations
 
 import numpy as np
+from cffi import FFI
 from numba import njit
 
 from kernels._assign_jit import augment_back
+
+_FFI = FFI()
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -202,7 +205,11 @@ def _augment(
     answer stays optimal; the pool's v all drop by the same amount (``level`` with them),
     which keeps them equal, as free columns' duals must be.
     """
-    dist, pred, scanned, touched, seen_rows, keys, tags, pool, deficit = work
+    dist, pred, scanned, touched, seen_rows, heap_keys, heap_tags, pool, deficit = work
+    # The heap as bare pointers: its helpers are calls, not inlined, and an array argument
+    # costs each call two atomic reference counts (as much as the heap step itself).
+    keys = _FFI.from_buffer(heap_keys)
+    tags = _FFI.from_buffer(heap_tags)
     n_all = v.shape[0]
     for t in range(todo.shape[0]):
         level = pool[0]
