@@ -3,10 +3,10 @@ gRPC reader (``grpc_api.round_message``).
 
 msgspec reads a big round's JSON into tens of thousands of wire Structs, and gathering the
 riders' columns back out of them costs about as much again (``bench/big_round.py`` times
-both). Here one compiled pass (``_round_json_jit.fill``) walks the body as the request's shape and fills
-the columns every reader fills (``round_columns.FilledColumns``), sized from the body itself
-and the limits; the request's rules are then applied once for every wire form
-(``round_columns.round_of``).
+both). Here one compiled pass (``_round_json_jit.fill``) walks the body as the request's
+shape and fills the columns every reader fills (``round_columns.FilledColumns``), sized from
+the body itself and the limits; the request's rules are then applied once for every wire
+form (``round_columns.round_of``).
 
 It only ever *accepts*: a body it does not take whole (malformed, an unknown or repeated key,
 an escape in a string, a number it cannot read exactly, past a limit, a broken rule) gives
@@ -35,14 +35,19 @@ def _required_keys(model: type[BaseModel]) -> int:
     )
 
 
+@functools.cache
+def _most_item_counts(model: type[BaseModel]) -> int:
+    """How many item counts an order may list."""
+    order = model_rules.item_model(model_rules.field(model, "orders"))
+    return model_rules.max_length(model_rules.field(order, "item_counts"))
+
+
 def read_json_round(body: bytes, model: type[BaseModel], limits: Limits) -> ColumnRound | None:
     """The round in ``body`` (a JSON dispatch request) under ``model``'s rules and
     ``limits``, or None where this reader does not take it whole."""
     buf = np.frombuffer(body, np.uint8)
     objects, strings, elements = jit.capacities(buf).tolist()
-    counts_max = model_rules.max_length(
-        model_rules.field(model_rules.item_model(model_rules.field(model, "orders")), "item_counts")
-    )
+    counts_max = _most_item_counts(model)
     per_route = limits.max_riders * limits.max_route_stops
     # Each order holds two position objects, each rider one: a tighter bound on each.
     riders = min(objects // 2, limits.max_riders)
