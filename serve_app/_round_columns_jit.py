@@ -1,5 +1,5 @@
-"""The compiled helper of ``round_columns``: many spans of a buffer joined into one, so that
-their strings decode in one call."""
+"""Compiled helpers of the round readers: many spans of a buffer joined into one, so that
+their strings decode in one call (``round_columns``), and a span compared with a word."""
 
 from __future__ import annotations
 
@@ -28,3 +28,14 @@ def joined(buf, spans, sep):
             out[at] = byte
             at += 1
     return out, True
+
+
+@njit(cache=True, nogil=True)
+def span_is(buf, start, stop, word):
+    """Whether ``buf[start:stop]`` holds the bytes of ``word`` (uint8[K])."""
+    if stop - start != len(word):
+        return False
+    for k in range(len(word)):  # noqa: SIM110 (compiled: a loop, not a generator)
+        if buf[start + k] != word[k]:
+            return False
+    return True

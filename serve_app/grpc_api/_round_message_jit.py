@@ -16,6 +16,8 @@ import numpy as np
 from cffi import FFI
 from numba import njit
 
+from serve_app._round_columns_jit import span_is as _is
+
 OK = 0
 BAD = -1
 _MAX_FIELD = (1 << 29) - 1  # protobuf's largest field number
@@ -266,16 +268,6 @@ def _order(
     count_span[row, 0] = first
     count_span[row, 1] = n_counts
     return n_counts
-
-
-@njit(cache=True, nogil=True)
-def _is(buf, start, stop, word):
-    if stop - start != len(word):
-        return False
-    for k in range(len(word)):  # noqa: SIM110 (compiled: a loop, not a generator)
-        if buf[start + k] != word[k]:
-            return False
-    return True
 
 
 @njit(cache=True, nogil=True)

@@ -18,6 +18,7 @@ import numpy as np
 from cffi import FFI
 from numba import njit
 
+from serve_app._round_columns_jit import span_is as _is
 from serve_app.http._json_number_jit import read_number
 from serve_app.round_columns import (
     KIND_DROPOFF,
@@ -98,35 +99,24 @@ def _key_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 _NAMES, _NAME_START, _KEY_SLOT = _key_tables()
 _KIND_BASE = np.cumsum([0] + [len(k) for k in OBJECT_KEYS])[:-1].astype(np.int64)
 
-# Presence bits and value columns by key, from the columns' layout (-1: none).
-_ORDER_BIT = np.array([ORDER_BITS.index(k) if k in ORDER_BITS else -1 for k in ORDER_KEYS])
-_ORDER_COLUMN = np.array(
-    [
-        ORDER_VALUES.index(k + ".lat")
-        if k + ".lat" in ORDER_VALUES
-        else ORDER_VALUES.index(k)
-        if k in ORDER_VALUES
-        else -1
-        for k in ORDER_KEYS
-    ]
-)
+
+def _where(keys: tuple[str, ...], layout: tuple[str, ...]) -> np.ndarray:
+    """int64[K]: each key's place in ``layout``, else its ``.lat``'s (a position's first
+    value column), else -1: the presence bit or value column of each key."""
+    found = [k if k in layout else k + ".lat" for k in keys]
+    return np.array([layout.index(k) if k in layout else -1 for k in found], np.int64)
+
+
+_ORDER_BIT = _where(ORDER_KEYS, ORDER_BITS)
+_ORDER_COLUMN = _where(ORDER_KEYS, ORDER_VALUES)
 _ORDER_ID, _PICKUP, _DROPOFF = (ORDER_KEYS.index(k) for k in ("id", "pickup", "dropoff"))
 _ITEMS, _ITEM_COUNTS = ORDER_KEYS.index("items"), ORDER_KEYS.index("item_counts")
-_RIDER_BIT = np.array([RIDER_BITS.index(k) if k in RIDER_BITS else -1 for k in RIDER_KEYS])
-_RIDER_COLUMN = np.array(
-    [
-        RIDER_VALUES.index(k + ".lat")
-        if k + ".lat" in RIDER_VALUES
-        else RIDER_VALUES.index(k)
-        if k in RIDER_VALUES
-        else -1
-        for k in RIDER_KEYS
-    ]
-)
+_RIDER_BIT = _where(RIDER_KEYS, RIDER_BITS)
+_RIDER_COLUMN = _where(RIDER_KEYS, RIDER_VALUES)
 _RIDER_ID, _POSITION_KEY, _ROUTE, _CARRIED, _PICKED, _AVAILABLE = (
     RIDER_KEYS.index(k) for k in ("id", "position", "route", "orders", "picked_up", "available_at")
 )
-_TOP_BIT = np.array([TOP_BITS.index(k) if k in TOP_BITS else -1 for k in TOP_KEYS])
+_TOP_BIT = _where(TOP_KEYS, TOP_BITS)
 _NOW, _RIDERS, _NEW, _WEIGHT_KEY, _OFFSET = (
     TOP_KEYS.index(k) for k in ("now", "riders", "orders", "weights", "utc_offset_s")
 )
@@ -171,16 +161,6 @@ def _string(buf, pos, end):
             return 0, 0, -1
         k += 1
     return 0, 0, -1
-
-
-@njit(cache=True, nogil=True)
-def _is(buf, start, stop, word):
-    if stop - start != len(word):
-        return False
-    for k in range(len(word)):  # noqa: SIM110 (compiled: a loop, not a generator)
-        if buf[start + k] != word[k]:
-            return False
-    return True
 
 
 @njit(cache=True, nogil=True)
@@ -244,11 +224,6 @@ def _next(buf, pos, end, closing):
 @njit(cache=True, nogil=True)
 def _float(buf, pos, end):
     """(value, next) of a number (integer or not); next -1 where there is none."""
-    if pos >= end:
-        return 0.0, -1
-    byte = buf[pos]
-    if byte != 45 and not (48 <= byte <= 57):
-        return 0.0, -1
     value, _, pos = read_number(buf, pos, end)
     return value, pos
 
@@ -256,11 +231,6 @@ def _float(buf, pos, end):
 @njit(cache=True, nogil=True)
 def _int(buf, pos, end):
     """(value, next) of an integer (no fraction, no exponent, exact as a double)."""
-    if pos >= end:
-        return 0.0, -1
-    byte = buf[pos]
-    if byte != 45 and not (48 <= byte <= 57):
-        return 0.0, -1
     value, integer, pos = read_number(buf, pos, end)
     if pos < 0 or not integer or abs(value) > _MAX_EXACT_INT:
         return 0.0, -1
@@ -355,6 +325,28 @@ def _order(buf, pos, end, row, span, values, items, present, counts, count_span,
 
 
 @njit(cache=True, nogil=True)
+def _orders(buf, pos, end, row, rows_end, columns, n_counts):
+    """Read the list of order objects at ``pos`` into rows ``row`` on (FULL past
+    ``rows_end``) of ``columns`` (``_order``'s arrays, in its order). Returns (next, orders
+    read, item counts written so far); next -1 (BAD) or -2 (FULL)."""
+    span, values, items, present, counts, count_span = columns
+    first = row
+    listed, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
+    while pos >= 0 and not listed:
+        if row >= rows_end:
+            return -2, row - first, n_counts
+        pos, n_counts = _order(
+            buf, pos, end, row, span, values, items, present, counts, count_span, n_counts
+        )
+        if pos < 0:
+            return pos, row - first, n_counts
+        row += 1
+        more, pos = _next(buf, pos, end, _CLOSE_LIST)
+        listed = more == 0
+    return pos, row - first, n_counts
+
+
+@njit(cache=True, nogil=True)
 def _null(buf, pos, end):
     """The position after a ``null`` at ``pos``, else -1."""
     return _literal(buf, pos, end, _NULL)
@@ -389,6 +381,7 @@ def fill(
     # counts a call (atomic for the caller's array), most of the walk's time.
     buf = _FFI.from_buffer(body)
     end = len(body)
+    columns = (order_span, values, items, order_present, counts, count_span)
     r = 0
     s = 0
     c = 0
@@ -442,30 +435,11 @@ def fill(
                 closed = more == 0
             top[TOP_WEIGHT_BITS] = wbits
         elif key == _NEW:
-            listed, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
-            while pos >= 0 and not listed:
-                if o >= len(order_span):
-                    out[0] = FULL
-                    return out
-                pos, n_counts = _order(
-                    buf,
-                    pos,
-                    end,
-                    o,
-                    order_span,
-                    values,
-                    items,
-                    order_present,
-                    counts,
-                    count_span,
-                    n_counts,
-                )
-                if pos < 0:
-                    out[0] = pos
-                    return out
-                o += 1
-                more, pos = _next(buf, pos, end, _CLOSE_LIST)
-                listed = more == 0
+            pos, got, n_counts = _orders(buf, pos, end, o, len(order_span), columns, n_counts)
+            if pos < 0:
+                out[0] = pos
+                return out
+            o += got
         else:  # the riders
             listed, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
             while pos >= 0 and not listed:
@@ -533,31 +507,13 @@ def fill(
                             more, pos = _next(buf, pos, end, _CLOSE_LIST)
                             inner = more == 0
                     elif rkey == _CARRIED:
-                        inner, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
-                        while pos >= 0 and not inner:
-                            if c >= new_base:
-                                out[0] = FULL
-                                return out
-                            pos, n_counts = _order(
-                                buf,
-                                pos,
-                                end,
-                                c,
-                                order_span,
-                                values,
-                                items,
-                                order_present,
-                                counts,
-                                count_span,
-                                n_counts,
-                            )
-                            if pos < 0:
-                                out[0] = pos
-                                return out
-                            c += 1
-                            carried += 1
-                            more, pos = _next(buf, pos, end, _CLOSE_LIST)
-                            inner = more == 0
+                        pos, carried, n_counts = _orders(
+                            buf, pos, end, c, new_base, columns, n_counts
+                        )
+                        if pos < 0:
+                            out[0] = pos
+                            return out
+                        c += carried
                     elif rkey == _PICKED:
                         inner, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
                         while pos >= 0 and not inner:

@@ -214,15 +214,16 @@ def _edited(seed: int, edits: list[tuple[int, str, object]]) -> dict:
     return body
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    seed=st.integers(0, 50),
-    edits=st.lists(
-        st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "delete", "add"]), HOSTILE),
-        min_size=1,
-        max_size=3,
-    ),
+#: One to three hostile edits: (which place, its kind, the value), drawn apart.
+EDITS = st.lists(
+    st.tuples(st.integers(0, 10**6), st.sampled_from(["set", "delete", "add"]), HOSTILE),
+    min_size=1,
+    max_size=3,
 )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 50), edits=EDITS)
 def test_the_fast_path_takes_a_body_when_the_model_does_and_reads_it_the_same(seed, edits):
     raw = json.dumps(_edited(seed, edits), allow_nan=False).encode()
     # The same rules, generated from the model: it takes a body exactly when the model does,
