@@ -19,117 +19,59 @@ from cffi import FFI
 from numba import njit
 
 from serve_app._round_columns_jit import span_is as _is
+from serve_app._round_keys_jit import (
+    AVAILABLE,
+    BOOL_WEIGHT,
+    CARRIED,
+    DROPOFF,
+    INTEGER_WEIGHT,
+    ITEM_COUNTS,
+    ITEMS,
+    KIND_DROPOFF_WORD,
+    KIND_PICKUP_WORD,
+    MAX_EXACT_INT,
+    NEW,
+    NOW,
+    NULLABLE_WEIGHT,
+    OFFSET,
+    ORDER,
+    ORDER_BIT,
+    ORDER_COLUMN,
+    ORDER_ID,
+    PICKED,
+    PICKUP,
+    POSITION,
+    POSITION_KEY,
+    RIDER,
+    RIDER_BIT,
+    RIDER_COLUMN,
+    RIDER_ID,
+    ROUTE,
+    STOP,
+    TOP,
+    TOP_BIT,
+    WEIGHT_KEY,
+    WEIGHTS,
+    key_number,
+)
 from serve_app.http._json_number_jit import read_number
 from serve_app.round_columns import (
     KIND_DROPOFF,
     KIND_PICKUP,
-    ORDER_BITS,
-    ORDER_VALUES,
-    RIDER_BITS,
-    RIDER_VALUES,
-    TOP_BITS,
     TOP_NOW,
     TOP_OFFSET,
     TOP_PRESENT,
     TOP_WEIGHT_BITS,
     TOP_WEIGHTS,
-    WEIGHT_BITS,
 )
 
 OK = 0
 BAD = -1  # not JSON, or not the round's shape
 FULL = -2  # more of something than its columns hold
 
-#: Each object's keys, in the order the walker's code numbers them.
-TOP_KEYS = ("now", "riders", "orders", "weights", "utc_offset_s")
-RIDER_KEYS = (
-    "id",
-    "position",
-    "speed_mps",
-    "capacity",
-    "route",
-    "orders",
-    "picked_up",
-    "available_at",
-)
-POSITION_KEYS = ("lat", "lng")
-STOP_KEYS = ("order_id", "kind")
-ORDER_KEYS = (
-    "id",
-    "pickup",
-    "dropoff",
-    "created_at",
-    "ready_at",
-    "promised_at",
-    "size",
-    "items",
-    "item_counts",
-    "pickup_service_s",
-    "dropoff_service_s",
-)
-WEIGHT_KEYS = WEIGHT_BITS
-OBJECT_KEYS = (TOP_KEYS, RIDER_KEYS, POSITION_KEYS, STOP_KEYS, ORDER_KEYS, WEIGHT_KEYS)
-_TOP, _RIDER, _POSITION, _STOP, _ORDER, _WEIGHTS = range(len(OBJECT_KEYS))
-_SLOTS = 256
-
-
-def _slot(name: bytes) -> int:
-    """A key's hash slot (``_key`` computes the same over the body's bytes)."""
-    return (len(name) * 31 + name[0] * 7 + name[-1] * 3 + name[len(name) // 2] * 5) % _SLOTS
-
-
-def _key_tables() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(uint8 names one after another, int64[K + 1] where each starts, int64[objects, slots]
-    the key's number in its object by its hash slot, -1 for none)."""
-    names = [name.encode() for keys in OBJECT_KEYS for name in keys]
-    starts = np.zeros(len(names) + 1, np.int64)
-    starts[1:] = np.cumsum([len(n) for n in names])
-    table = np.full((len(OBJECT_KEYS), _SLOTS), -1, np.int64)
-    first = 0
-    for kind, keys in enumerate(OBJECT_KEYS):
-        for k, name in enumerate(keys):
-            slot = _slot(name.encode())
-            if table[kind, slot] >= 0:
-                raise RuntimeError(f"two keys of one object share a slot: {name}")
-            table[kind, slot] = first + k
-        first += len(keys)
-    return np.frombuffer(b"".join(names), np.uint8).copy(), starts, table
-
-
-_NAMES, _NAME_START, _KEY_SLOT = _key_tables()
-_KIND_BASE = np.cumsum([0] + [len(k) for k in OBJECT_KEYS])[:-1].astype(np.int64)
-
-
-def _where(keys: tuple[str, ...], layout: tuple[str, ...]) -> np.ndarray:
-    """int64[K]: each key's place in ``layout``, else its ``.lat``'s (a position's first
-    value column), else -1: the presence bit or value column of each key."""
-    found = [k if k in layout else k + ".lat" for k in keys]
-    return np.array([layout.index(k) if k in layout else -1 for k in found], np.int64)
-
-
-_ORDER_BIT = _where(ORDER_KEYS, ORDER_BITS)
-_ORDER_COLUMN = _where(ORDER_KEYS, ORDER_VALUES)
-_ORDER_ID, _PICKUP, _DROPOFF = (ORDER_KEYS.index(k) for k in ("id", "pickup", "dropoff"))
-_ITEMS, _ITEM_COUNTS = ORDER_KEYS.index("items"), ORDER_KEYS.index("item_counts")
-_RIDER_BIT = _where(RIDER_KEYS, RIDER_BITS)
-_RIDER_COLUMN = _where(RIDER_KEYS, RIDER_VALUES)
-_RIDER_ID, _POSITION_KEY, _ROUTE, _CARRIED, _PICKED, _AVAILABLE = (
-    RIDER_KEYS.index(k) for k in ("id", "position", "route", "orders", "picked_up", "available_at")
-)
-_TOP_BIT = _where(TOP_KEYS, TOP_BITS)
-_NOW, _RIDERS, _NEW, _WEIGHT_KEY, _OFFSET = (
-    TOP_KEYS.index(k) for k in ("now", "riders", "orders", "weights", "utc_offset_s")
-)
-# Weights that are integers, and the one that is a bool; the others are floats.
-_INTEGER_WEIGHT = np.array([k in ("max_orders_per_rider", "candidate_riders") for k in WEIGHT_KEYS])
-_NULLABLE_WEIGHT = np.array([k == "candidate_riders" for k in WEIGHT_KEYS])
-_BOOL_WEIGHT = WEIGHT_KEYS.index("etr_floor")
-_KIND_PICKUP = np.frombuffer(b"pickup", np.uint8).copy()
-_KIND_DROPOFF = np.frombuffer(b"dropoff", np.uint8).copy()
 _TRUE = np.frombuffer(b"true", np.uint8).copy()
 _FALSE = np.frombuffer(b"false", np.uint8).copy()
 _NULL = np.frombuffer(b"null", np.uint8).copy()
-_MAX_EXACT_INT = float(2**53)
 
 _QUOTE, _COLON, _COMMA = 34, 58, 44
 _FFI = FFI()
@@ -176,24 +118,12 @@ def _key(buf, pos, end, kind):
     """(the key's number in object ``kind``, position of its value) for the member at
     ``pos``; number -1 for a key the object does not have, position -1 where malformed."""
     start, stop, pos = _string(buf, pos, end)
-    if pos < 0 or stop == start:
+    if pos < 0:
         return -1, -1
-    n = stop - start
-    slot = (n * 31 + buf[start] * 7 + buf[stop - 1] * 3 + buf[start + n // 2] * 5) % _SLOTS
-    at = _KEY_SLOT[kind, slot]
     pos = _ws(buf, pos, end)
     if pos >= end or buf[pos] != _COLON:
         return -1, -1
-    pos = _ws(buf, pos + 1, end)
-    if at < 0:
-        return -1, pos
-    a = _NAME_START[at]
-    if _NAME_START[at + 1] - a != n:
-        return -1, pos
-    for k in range(n):
-        if buf[start + k] != _NAMES[a + k]:
-            return -1, pos
-    return at - _KIND_BASE[kind], pos
+    return key_number(buf, start, stop, kind), _ws(buf, pos + 1, end)
 
 
 @njit(cache=True, nogil=True)
@@ -232,7 +162,7 @@ def _float(buf, pos, end):
 def _int(buf, pos, end):
     """(value, next) of an integer (no fraction, no exponent, exact as a double)."""
     value, integer, pos = read_number(buf, pos, end)
-    if pos < 0 or not integer or abs(value) > _MAX_EXACT_INT:
+    if pos < 0 or not integer or abs(value) > MAX_EXACT_INT:
         return 0.0, -1
     return value, pos
 
@@ -247,7 +177,7 @@ def _position(buf, pos, end):
     if pos < 0 or empty:
         return lat, lng, False, False, pos
     while True:
-        key, pos = _key(buf, pos, end, _POSITION)
+        key, pos = _key(buf, pos, end, POSITION)
         if key < 0 or seen & (1 << key):
             return lat, lng, False, False, -1
         seen |= 1 << key
@@ -274,30 +204,30 @@ def _order(buf, pos, end, row, span, values, items, present, counts, count_span,
     seen = 0
     empty, pos = _open(buf, pos, end, _OPEN_OBJECT, _CLOSE_OBJECT)
     while pos >= 0 and not empty:
-        key, pos = _key(buf, pos, end, _ORDER)
+        key, pos = _key(buf, pos, end, ORDER)
         if key < 0 or seen & (1 << key):
             return -1, n_counts
         seen |= 1 << key
-        bit = _ORDER_BIT[key]
+        bit = ORDER_BIT[key]
         if bit >= 0:
             present_bits |= np.int64(1) << bit
-        if key == _ORDER_ID:
+        if key == ORDER_ID:
             start, stop, pos = _string(buf, pos, end)
             span[row, 0] = start
             span[row, 1] = stop
-        elif key == _PICKUP or key == _DROPOFF:  # noqa: SIM109 (compiled: no tuple)
+        elif key == PICKUP or key == DROPOFF:  # noqa: SIM109 (compiled: no tuple)
             lat, lng, has_lat, has_lng, pos = _position(buf, pos, end)
-            column = _ORDER_COLUMN[key]
+            column = ORDER_COLUMN[key]
             values[row, column] = lat
             values[row, column + 1] = lng
             if has_lat:
                 present_bits |= np.int64(1) << (bit + 1)
             if has_lng:
                 present_bits |= np.int64(1) << (bit + 2)
-        elif key == _ITEMS:
+        elif key == ITEMS:
             value, pos = _int(buf, pos, end)
             items[row] = np.int64(value)
-        elif key == _ITEM_COUNTS:
+        elif key == ITEM_COUNTS:
             listed, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
             while pos >= 0 and not listed:
                 value, pos = _int(buf, pos, end)
@@ -311,7 +241,7 @@ def _order(buf, pos, end, row, span, values, items, present, counts, count_span,
                 listed = more == 0
         else:
             value, pos = _float(buf, pos, end)
-            values[row, _ORDER_COLUMN[key]] = value
+            values[row, ORDER_COLUMN[key]] = value
         if pos < 0:
             return -1, n_counts
         more, pos = _next(buf, pos, end, _CLOSE_OBJECT)
@@ -392,29 +322,29 @@ def fill(
     top_bits = np.int64(0)
     empty, pos = _open(buf, _ws(buf, 0, end), end, _OPEN_OBJECT, _CLOSE_OBJECT)
     while pos >= 0 and not empty:
-        key, pos = _key(buf, pos, end, _TOP)
+        key, pos = _key(buf, pos, end, TOP)
         if key < 0 or seen_top & (1 << key):
             out[0] = BAD
             return out
         seen_top |= 1 << key
-        if _TOP_BIT[key] >= 0:
-            top_bits |= np.int64(1) << _TOP_BIT[key]
-        if key == _NOW or key == _OFFSET:  # noqa: SIM109 (compiled: no tuple)
+        if TOP_BIT[key] >= 0:
+            top_bits |= np.int64(1) << TOP_BIT[key]
+        if key == NOW or key == OFFSET:  # noqa: SIM109 (compiled: no tuple)
             value, pos = _float(buf, pos, end)
-            top[TOP_NOW if key == _NOW else TOP_OFFSET] = value
-        elif key == _WEIGHT_KEY:
+            top[TOP_NOW if key == NOW else TOP_OFFSET] = value
+        elif key == WEIGHT_KEY:
             wbits = np.int64(0)
             wseen = 0
             closed, pos = _open(buf, pos, end, _OPEN_OBJECT, _CLOSE_OBJECT)
             while pos >= 0 and not closed:
-                wkey, pos = _key(buf, pos, end, _WEIGHTS)
+                wkey, pos = _key(buf, pos, end, WEIGHTS)
                 if wkey < 0 or wseen & (1 << wkey):
                     out[0] = BAD
                     return out
                 wseen |= 1 << wkey
-                if _NULLABLE_WEIGHT[wkey] and _null(buf, pos, end) >= 0:
+                if NULLABLE_WEIGHT[wkey] and _null(buf, pos, end) >= 0:
                     pos = _null(buf, pos, end)  # null: the default, none
-                elif wkey == _BOOL_WEIGHT:
+                elif wkey == BOOL_WEIGHT:
                     after = _literal(buf, pos, end, _TRUE)
                     top[TOP_WEIGHTS + wkey] = 1.0
                     if after < 0:
@@ -423,7 +353,7 @@ def fill(
                     pos = after
                     wbits |= np.int64(1) << wkey
                 else:
-                    if _INTEGER_WEIGHT[wkey]:
+                    if INTEGER_WEIGHT[wkey]:
                         value, pos = _int(buf, pos, end)
                     else:
                         value, pos = _float(buf, pos, end)
@@ -434,7 +364,7 @@ def fill(
                 more, pos = _next(buf, pos, end, _CLOSE_OBJECT)
                 closed = more == 0
             top[TOP_WEIGHT_BITS] = wbits
-        elif key == _NEW:
+        elif key == NEW:
             pos, got, n_counts = _orders(buf, pos, end, o, len(order_span), columns, n_counts)
             if pos < 0:
                 out[0] = pos
@@ -453,27 +383,27 @@ def fill(
                 picked = 0
                 closed, pos = _open(buf, pos, end, _OPEN_OBJECT, _CLOSE_OBJECT)
                 while pos >= 0 and not closed:
-                    rkey, pos = _key(buf, pos, end, _RIDER)
+                    rkey, pos = _key(buf, pos, end, RIDER)
                     if rkey < 0 or rseen & (1 << rkey):
                         out[0] = BAD
                         return out
                     rseen |= 1 << rkey
-                    bit = _RIDER_BIT[rkey]
-                    if rkey == _RIDER_ID:
+                    bit = RIDER_BIT[rkey]
+                    if rkey == RIDER_ID:
                         start, stop, pos = _string(buf, pos, end)
                         rider_span[r, 0] = start
                         rider_span[r, 1] = stop
                         rbits |= np.int64(1) << bit
-                    elif rkey == _POSITION_KEY:
+                    elif rkey == POSITION_KEY:
                         lat, lng, has_lat, has_lng, pos = _position(buf, pos, end)
-                        head[r, _RIDER_COLUMN[rkey]] = lat
-                        head[r, _RIDER_COLUMN[rkey] + 1] = lng
+                        head[r, RIDER_COLUMN[rkey]] = lat
+                        head[r, RIDER_COLUMN[rkey] + 1] = lng
                         rbits |= np.int64(1) << bit
                         if has_lat:
                             rbits |= np.int64(1) << (bit + 1)
                         if has_lng:
                             rbits |= np.int64(1) << (bit + 2)
-                    elif rkey == _ROUTE:
+                    elif rkey == ROUTE:
                         inner, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
                         while pos >= 0 and not inner:
                             if s >= len(stop_span):
@@ -482,7 +412,7 @@ def fill(
                             sseen = 0
                             done, pos = _open(buf, pos, end, _OPEN_OBJECT, _CLOSE_OBJECT)
                             while pos >= 0 and not done:
-                                skey, pos = _key(buf, pos, end, _STOP)
+                                skey, pos = _key(buf, pos, end, STOP)
                                 if skey < 0 or sseen & (1 << skey):
                                     out[0] = BAD
                                     return out
@@ -491,9 +421,9 @@ def fill(
                                 if skey == 0:
                                     stop_span[s, 0] = start
                                     stop_span[s, 1] = stop
-                                elif _is(buf, start, stop, _KIND_PICKUP):
+                                elif _is(buf, start, stop, KIND_PICKUP_WORD):
                                     stop_kind[s] = KIND_PICKUP
-                                elif _is(buf, start, stop, _KIND_DROPOFF):
+                                elif _is(buf, start, stop, KIND_DROPOFF_WORD):
                                     stop_kind[s] = KIND_DROPOFF
                                 if pos < 0:
                                     break
@@ -506,7 +436,7 @@ def fill(
                             stops += 1
                             more, pos = _next(buf, pos, end, _CLOSE_LIST)
                             inner = more == 0
-                    elif rkey == _CARRIED:
+                    elif rkey == CARRIED:
                         pos, carried, n_counts = _orders(
                             buf, pos, end, c, new_base, columns, n_counts
                         )
@@ -514,7 +444,7 @@ def fill(
                             out[0] = pos
                             return out
                         c += carried
-                    elif rkey == _PICKED:
+                    elif rkey == PICKED:
                         inner, pos = _open(buf, pos, end, _OPEN_LIST, _CLOSE_LIST)
                         while pos >= 0 and not inner:
                             if p >= len(picked_span):
@@ -529,11 +459,11 @@ def fill(
                             picked += 1
                             more, pos = _next(buf, pos, end, _CLOSE_LIST)
                             inner = more == 0
-                    elif rkey == _AVAILABLE and _null(buf, pos, end) >= 0:
+                    elif rkey == AVAILABLE and _null(buf, pos, end) >= 0:
                         pos = _null(buf, pos, end)  # null: none given
                     else:  # speed, capacity, available_at
                         value, pos = _float(buf, pos, end)
-                        head[r, _RIDER_COLUMN[rkey]] = value
+                        head[r, RIDER_COLUMN[rkey]] = value
                         rbits |= np.int64(1) << bit
                     if pos < 0:
                         break

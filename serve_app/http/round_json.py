@@ -21,6 +21,7 @@ import functools
 import numpy as np
 from pydantic import BaseModel
 
+from serve_app import _round_keys_jit as keys
 from serve_app import model_rules
 from serve_app.http import _round_json_jit as jit
 from serve_app.pipeline.limits import Limits
@@ -31,7 +32,7 @@ from serve_app.round_columns import ColumnRound, FilledColumns, round_of
 def _required_keys(model: type[BaseModel]) -> int:
     """The bits of ``TOP_KEYS`` the model requires (a list has no presence bit of its own)."""
     return sum(
-        1 << k for k, name in enumerate(jit.TOP_KEYS) if model.model_fields[name].is_required()
+        1 << k for k, name in enumerate(keys.TOP_KEYS) if model.model_fields[name].is_required()
     )
 
 
