@@ -41,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import grpc
 import httpx
+import msgpack
 import numpy as np
 import orjson
 from common import log, parser, write_csv
@@ -57,6 +58,7 @@ from serve_app.config import DispatchAppArgs
 from serve_app.grpc_api import convert
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.answer_message import dispatch_answer
+from serve_app.http import codec
 from serve_app.http.answer_json import dispatch_answer_json
 from serve_app.http.routes import lane_capacities
 from serve_app.round_decoder import RoundDecoder
@@ -192,6 +194,11 @@ def main() -> None:
     for name, fast, model in (
         ("JSON body", to_arrays["fast_ms"], to_arrays["model_ms"]),
         ("JSON body, msgspec's wire Structs", to_arrays["structs_ms"], to_arrays["model_ms"]),
+        (
+            "msgpack body (the usual path here: the wire Structs)",
+            to_arrays["msgpack_fast_ms"],
+            to_arrays["msgpack_structs_ms"],
+        ),
         ("protobuf message", to_arrays["message_fast_ms"], to_arrays["message_model_ms"]),
         ("the plan to its protobuf answer", to_arrays["answer_ms"], to_arrays["answer_dict_ms"]),
         (
@@ -221,10 +228,10 @@ def main() -> None:
 def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]:
     """Median ms from the request to the packed round, in this process, each way the edge
     reads one, alternating: the JSON ``body`` by the fast paths (``RoundDecoder.decode``: the
-    compiled reader, and the wire Structs alone) and
-    by the model's; the protobuf ``message`` by the reader (``from_message``: its bytes
-    straight to columns) and by the model's (parse, fields, the model). Raises
-    AssertionError if their arrays differ."""
+    compiled reader, and the wire Structs alone) and by the model's; the same round as
+    msgpack by the compiled reader and by the Structs; the protobuf ``message`` by the reader
+    (``from_message``: its bytes straight to columns) and by the model's (parse, fields, the
+    model). Raises AssertionError if their arrays differ."""
     limits = DispatchAppArgs().limits
     decoder = RoundDecoder.for_limits(limits)
     model = RequestModels.for_limits(limits).dispatch
@@ -237,9 +244,14 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
         fields = convert.message_to_dict(pb.DispatchRequest.FromString(message))
         return model.model_validate(fields).to_source().packed()
 
+    packed_body = msgpack.packb(orjson.loads(body))
     ways = {
         "fast_ms": lambda: decoder.decode(body).packed(),
         "structs_ms": lambda: decoder.decode(body, compiled=False).packed(),
+        "msgpack_fast_ms": lambda: decoder.decode(packed_body, codec.MSGPACK).packed(),
+        "msgpack_structs_ms": lambda: decoder.decode(
+            packed_body, codec.MSGPACK, compiled=False
+        ).packed(),
         "model_ms": json_by_model,
         "message_fast_ms": lambda: decoder.from_message(message, message_by_model).packed(),
         "message_model_ms": message_by_model,

@@ -1,12 +1,12 @@
 """The compiled codecs of a dispatch round, loaded off the request path: the readers of a gRPC
-request (``grpc_api.round_message``) and of a JSON one (``http.round_json``), the writers of
-its answer as protobuf (``grpc_api.answer_message``) and as JSON (``http.answer_json``).
+request (``grpc_api.round_message``) and of a JSON or msgpack one (``http.round_body``), the
+writers of its answer as protobuf (``grpc_api.answer_message``) and as JSON
+(``http.answer_json``).
 
-Until they are loaded a gRPC round's request takes protobuf's parser and the model, a JSON one
-msgspec's wire Structs, and an answer is built from the plan's dict: slower, the same answers
-(the JSON byte for byte). A
-replica starts loading them first (``load_in_background``) and reports their ``state`` with
-its readiness.
+Until they are loaded a gRPC round's request takes protobuf's parser and the model, a JSON or
+msgpack one msgspec's wire Structs, and an answer is built from the plan's dict: slower, the
+same answers (the JSON byte for byte). A replica starts loading them first
+(``load_in_background``) and reports their ``state`` with its readiness.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from serve_app.grpc_api import (
 )
 from serve_app.http import (
     _answer_json_jit,
-    _round_json_jit,
+    _round_walk_jit,
     answer_json,
-    round_json,
+    round_body,
 )
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def warm_up() -> None:
     """Compile both readers and both writers (or load them from Numba's on-disk cache) in this
     process."""
     round_message.warm_up()
-    round_json.warm_up()
+    round_body.warm_up()
     plan = DispatchPlan(  # one of each thing the answers hold
         assignments=(Assignment("o", "r", 1.0),),
         routes=RouteTable(["r"], [0, 1], ["o"], [True]),
@@ -79,7 +79,7 @@ def load_in_background() -> threading.Thread:
             modules = [
                 _round_columns_jit,
                 _round_message_jit,
-                _round_json_jit,  # with _json_number_jit's reader built in
+                _round_walk_jit,  # with the forms' token readers built in
                 _answer_message_jit,
                 _answer_json_jit,
             ]

@@ -2,9 +2,9 @@
 span of the request's bytes) and the request's rules applied over those columns, once for
 every wire form.
 
-Two readers fill the same columns (``FilledColumns``): the protobuf one
-(``grpc_api.round_message``) and the JSON one (``http.round_json``). Then ``round_of`` holds
-them to the request model:
+Three readers fill the same columns (``FilledColumns``): the protobuf one
+(``grpc_api.round_message``) and the JSON and msgpack ones (``http.round_body``). Then
+``round_of`` holds them to the request model:
 
 * presence: a field the model requires is set on every element, and an unset optional field
   takes the model's default;
@@ -17,7 +17,7 @@ them to the request model:
 Every bound, default and requirement is read from the request model (``model_rules``), never
 restated. A reader only ever *accepts*: what it or these rules do not take whole gives None,
 and a slower path answers (``tests/serve/test_round_message.py``,
-``tests/serve/test_round_json.py``).
+``tests/serve/test_round_body.py``).
 """
 
 from __future__ import annotations

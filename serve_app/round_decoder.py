@@ -4,15 +4,14 @@ the packer's columns, in C, for the hot path.
 Validating a round with the pydantic model (``serve_app.schemas``) and then building its
 domain objects was about half of a round's serving overhead (``bench/serve_load.py``); building
 a domain object per rider, stop and carried order was most of what remained
-(``bench/big_round.py``). Here a JSON body is read by the compiled reader
-(``http.round_json``: one pass over the bytes straight into the columns the gRPC reader fills
-too, the request's rules applied once for both in ``round_columns``) once it is loaded
-(``codecs.ready``); a body it does not take whole, a msgpack body, or any body while it
-loads, goes to msgspec, which reads it into
-*wire* Structs *generated from that model* (one definition of the request: its fields,
-defaults, bounds and the configured list limits; nothing is restated) carrying every
-constraint of the bounded model (types without coercion, ``ge``/``le``, lengths, no unknown
-fields); a msgpack body goes through the same Structs (msgspec's msgpack reader: lengths
+(``bench/big_round.py``). Here a body, JSON or msgpack, is read by a
+compiled reader (``http.round_body``: one pass over the bytes straight into the columns the
+gRPC reader fills too, the request's rules applied once for all in ``round_columns``) once
+the readers are loaded (``codecs.ready``). A body the reader does not take whole, or any body
+while they load, goes to msgspec, which reads it into *wire* Structs *generated from that
+model* (one definition of the request: its fields, defaults, bounds and the configured list
+limits; nothing is restated) carrying every constraint of the bounded model (types without
+coercion, ``ge``/``le``, lengths, no unknown fields; for msgpack, msgspec's reader: lengths
 refused at their header, no binary or extension data where the model has none). Then:
 
 * the new orders become columns (``domain.OrderColumns``, held to ``Order``'s rules over
@@ -46,7 +45,7 @@ from pydantic import BaseModel
 from domain import DispatchWeights, OrderColumns
 from serve_app import codecs, model_rules
 from serve_app.grpc_api import round_message
-from serve_app.http import codec, round_json
+from serve_app.http import codec, round_body
 from serve_app.pipeline.limits import Limits
 from serve_app.pipeline.round_source import RoundSource
 from serve_app.round_columns import ColumnRound
@@ -143,12 +142,12 @@ class RoundDecoder:
         self, body: bytes, media: str = codec.JSON, compiled: bool = True
     ) -> RoundSource | None:
         """The round as a ``RoundSource`` when ``body`` (in ``media``) keeps the request's
-        rules and its new orders and weights the domain's, else None. compiled : a JSON body
-        goes to the compiled reader first (compiling it on first use), then to the Structs;
-        False: to the Structs alone."""
+        rules and its new orders and weights the domain's, else None. compiled : the body
+        goes to the compiled reader of its media first (compiling it on first use), then to
+        the Structs; False: to the Structs alone."""
         by_model = partial(self._by_model, body, media)
-        if compiled and media == codec.JSON:
-            got = round_json.read_json_round(body, self._model, self._limits)
+        if compiled and media in self._wire:
+            got = round_body.read_body_round(body, media, self._model, self._limits)
             if got is not None:
                 return _column_source(got, by_model)
         try:

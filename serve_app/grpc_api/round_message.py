@@ -1,5 +1,5 @@
 """A gRPC dispatch round (``orml.v1.DispatchRequest``'s bytes) read straight into the packer's
-columns: the protobuf twin of the JSON reader (``http.round_json``).
+columns: the protobuf twin of the JSON and msgpack readers (``http.round_body``).
 
 Read the usual way, a 5000-rider round is ~90,000 protobuf messages, each turned into a dict,
 then into a wire Struct: about 0.35 s of Python at the edge for a round the solver plans in

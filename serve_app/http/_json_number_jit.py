@@ -1,5 +1,5 @@
 """A JSON number's text to the nearest double, compiled, exactly as Python's ``float`` reads it
-(``_round_json_jit`` is its caller).
+(``_json_tokens_jit`` is its caller).
 
 JSON numbers are decimal: ``w x 10^q`` with up to 19 significant digits fits a 64-bit ``w``.
 Where ``w < 2^53`` and ``|q| <= 22`` both factors are doubles and one IEEE multiplication or

@@ -1,12 +1,12 @@
-"""The compiled JSON round reader never accepts what the models refuse, nor reads a body
-differently, however the body is spelled.
+"""The compiled round readers of JSON and msgpack bodies never accept what the models refuse,
+nor read a body differently, however the body is spelled.
 
-``serve_app.http.round_json`` walks a JSON body straight into the columns the gRPC reader
-fills and returns None for anything it does not take whole (the wire Structs, then the models,
-answer it). So, for every body: if the reader takes it, the models accept it too and read the
-same round (the same new orders, weights and packed arrays); and a valid round, spelled any
-way JSON allows (whitespace, key order, number forms, ``null`` where a field is optional), is
-taken."""
+``serve_app.http.round_body`` walks a JSON or msgpack body straight into the columns the gRPC
+reader fills and returns None for anything it does not take whole (the wire Structs, then the
+models, answer it). So, for every body: if the reader takes it, the models accept it too and
+read the same round (the same new orders, weights and packed arrays); and a valid round,
+spelled any way the format allows (whitespace, key order, number forms, ``null`` where a field
+is optional; msgpack's integer widths and single floats), is taken."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import json
 import math
 import random
 
+import msgpack
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,7 +24,7 @@ from planner.rider_columns import rider_columns
 from serve_app.grpc_api import orml_pb2 as pb
 from serve_app.grpc_api.round_message import read_round
 from serve_app.http import codec
-from serve_app.http.round_json import read_json_round
+from serve_app.http.round_body import read_body_round
 from serve_app.pipeline.errors import InvalidInput
 from serve_app.round_decoder import _column_source
 from serve_app.schemas import DispatchRequest, round_fields
@@ -33,6 +34,7 @@ from .test_round_decoder import (
     EDITS,
     LIMITS,
     MODELS,
+    MSGPACK_EDITS,
     _edited,
     base_body,
     model_round,
@@ -40,15 +42,19 @@ from .test_round_decoder import (
 )
 
 
-def reader_round(raw: bytes):
+def read_json(raw: bytes, model, limits):
+    return read_body_round(raw, codec.JSON, model, limits)
+
+
+def reader_round(raw: bytes, media: str = codec.JSON):
     """The compiled reader's reading of ``raw`` alone (no fallback), or None where it leaves
     the body to the slower readers (at the read, or as the model's ``InvalidInput`` when the
     round is packed)."""
-    got = read_json_round(raw, MODELS.dispatch, LIMITS)
+    got = read_body_round(raw, media, MODELS.dispatch, LIMITS)
     if got is None:
         return None
     try:
-        return reading(_column_source(got, lambda: DECODER.read(raw, codec.JSON)))
+        return reading(_column_source(got, lambda: DECODER.read(raw, media)))
     except InvalidInput:
         return None
 
@@ -87,13 +93,18 @@ def spelled(value, rng: random.Random, ints: bool = False) -> str:
 _INT_FIELDS = frozenset({"items", "item_counts", "max_orders_per_rider", "candidate_riders"})
 
 
+def encoded(fields: dict, media: str) -> bytes:
+    return json.dumps(fields).encode() if media == codec.JSON else msgpack.packb(fields)
+
+
+@pytest.mark.parametrize("media", [codec.JSON, codec.MSGPACK])
 @pytest.mark.parametrize(
     ("riders", "orders", "seed"), [(0, 2, 1), (1, 1, 0), (12, 5, 2), (40, 20, 3)]
 )
-def test_a_round_is_read_into_the_columns_the_grpc_reader_makes(riders, orders, seed):
+def test_a_round_is_read_into_the_columns_the_grpc_reader_makes(riders, orders, seed, media):
     round_ = generate_round(riders, orders, seed=seed)
     fields = round_fields(round_, 3600.0)
-    got = read_json_round(json.dumps(fields).encode(), MODELS.dispatch, LIMITS)
+    got = read_body_round(encoded(fields, media), media, MODELS.dispatch, LIMITS)
     message = pb.DispatchRequest(**fields).SerializeToString()
     want = read_round(message, MODELS.dispatch, LIMITS)
     assert got is not None and want is not None
@@ -111,16 +122,22 @@ def test_a_round_is_read_into_the_columns_the_grpc_reader_makes(riders, orders, 
     assert got.riders.carried.tobytes() == domain.carried.tobytes()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 40), spelling=st.integers(0, 2**32), nulls=st.booleans())
-def test_a_valid_round_is_taken_however_it_is_spelled(seed, spelling, nulls):
+def valid_body(seed: int, nulls: bool) -> dict:
+    """A valid round's body with weights given (an int, a float, a bool), and where ``nulls``
+    every optional field that may be null given as null."""
     body = base_body(8, 5, seed)
-    body["weights"] = {"late_weight": 2, "max_orders_per_rider": 3, "etr_floor": False}
+    body["weights"] = {"late_weight": 2, "max_orders_per_rider": 3, "etr_floor": seed % 2 == 0}
     if nulls:
         body["weights"]["candidate_riders"] = None
         for rider in body["riders"]:
             rider.setdefault("available_at", None)
-    raw = spelled(body, random.Random(spelling)).encode()
+    return body
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 40), spelling=st.integers(0, 2**32), nulls=st.booleans())
+def test_a_valid_round_is_taken_however_it_is_spelled(seed, spelling, nulls):
+    raw = spelled(valid_body(seed, nulls), random.Random(spelling)).encode()
     want = model_round(raw)
     assert want is not None
     assert reader_round(raw) == want, raw[:300]
@@ -181,7 +198,7 @@ def test_bodies_the_reader_leaves_to_the_slower_readers(name, raw):
     if name == "a control character in a string":
         raw = raw.replace("\\u0001", "\x01") + '", "position": {"lat": 1, "lng": 1}}]}'
     body = _with(raw)
-    assert read_json_round(body, MODELS.dispatch, LIMITS) is None, name
+    assert read_json(body, MODELS.dispatch, LIMITS) is None, name
     # Whatever the slower readers answer stands: the decoder reads it as the models do.
     got = DECODER.decode(body)
     assert (None if got is None else reading(got)) == (
@@ -193,7 +210,7 @@ def test_an_escaped_body_the_reader_leaves_is_still_read_by_the_structs():
     body = base_body(3, 2, 1)
     body["orders"][0]["id"] = "é-order"
     raw = json.dumps(body, ensure_ascii=True).encode()
-    assert read_json_round(raw, MODELS.dispatch, LIMITS) is None
+    assert read_json(raw, MODELS.dispatch, LIMITS) is None
     got = DECODER.decode(raw)
     assert got is not None and reading(got) == model_round(raw)
     # The same id as UTF-8 bytes (no escape): the reader takes it.
@@ -205,7 +222,7 @@ def test_a_round_past_a_limit_is_left_to_the_slower_readers():
     over_riders = json.dumps(base_body(LIMITS.max_riders + 1, 1, 0)).encode()
     over_orders = json.dumps(base_body(2, LIMITS.max_orders + 1, 0)).encode()
     for raw in (over_riders, over_orders):
-        assert read_json_round(raw, MODELS.dispatch, LIMITS) is None
+        assert read_json(raw, MODELS.dispatch, LIMITS) is None
         assert DECODER.decode(raw) is None  # the models answer: the 413 naming the list
 
 
@@ -214,8 +231,89 @@ def test_the_sign_of_zero_is_the_models():
     its sign."""
     for text, sign in (("-0", 1.0), ("-0.0", -1.0), ("0", 1.0)):
         raw = _with(f'{{"now": 1, "riders": [], "orders": [], "utc_offset_s": {text}}}')
-        got = read_json_round(raw, MODELS.dispatch, LIMITS)
+        got = read_json(raw, MODELS.dispatch, LIMITS)
         model = DispatchRequest.model_validate_json(raw)
         assert got is not None
         assert math.copysign(1.0, got.utc_offset_s) == math.copysign(1.0, model.utc_offset_s)
         assert math.copysign(1.0, got.utc_offset_s) == sign
+
+
+def packed(value, rng: random.Random) -> bytes:
+    """``value`` as msgpack, spelled at random: keys in any order, and each float that a
+    single holds exactly written as one (the models read the same number)."""
+
+    def shuffled(v):
+        if isinstance(v, dict):
+            items = [(k, shuffled(x)) for k, x in v.items()]
+            rng.shuffle(items)
+            return dict(items)
+        if isinstance(v, list):
+            return [shuffled(x) for x in v]
+        return v
+
+    single = rng.random() < 0.5
+    return msgpack.packb(shuffled(value), use_single_float=single)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 40), spelling=st.integers(0, 2**32), nulls=st.booleans())
+def test_a_valid_msgpack_round_is_taken_however_it_is_packed(seed, spelling, nulls):
+    raw = packed(valid_body(seed, nulls), random.Random(spelling))
+    want = model_round(raw, codec.MSGPACK)
+    assert want is not None
+    assert reader_round(raw, codec.MSGPACK) == want
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 50), edits=MSGPACK_EDITS, spelling=st.integers(0, 2**32))
+def test_an_edited_msgpack_body_is_taken_only_when_the_model_takes_it_and_read_the_same(
+    seed, edits, spelling
+):
+    """As for JSON, with the values only msgpack carries among the edits (non-finite floats,
+    binary and extension data, integers past 2^53, long strings, non-string keys)."""
+    try:
+        raw = packed(_edited(seed, edits), random.Random(spelling))
+    except (OverflowError, TypeError, ValueError):  # an integer past 64 bits
+        return
+    got = reader_round(raw, codec.MSGPACK)
+    if got is not None:
+        assert got == model_round(raw, codec.MSGPACK)
+
+
+EMPTY_MSGPACK = msgpack.packb({"now": 1, "riders": [], "orders": []})
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"),
+    [
+        ("trailing bytes", EMPTY_MSGPACK + b"\x00"),
+        ("cut short", EMPTY_MSGPACK[:-1]),
+        ("not a map", msgpack.packb([1, 2])),
+        ("a non-string key", msgpack.packb({"now": 1, "riders": [], "orders": [], 1: 2})),
+        ("binary for an id", msgpack.packb({"now": 1, "orders": [], "riders": [{"id": b"r"}]})),
+        ("nil for weights", msgpack.packb({"now": 1, "riders": [], "orders": [], "weights": None})),
+        ("a float for an int", msgpack.packb(
+            {"now": 1, "riders": [], "orders": [], "weights": {"max_orders_per_rider": 2.0}})),
+        ("1 for a bool", msgpack.packb(
+            {"now": 1, "riders": [], "orders": [], "weights": {"etr_floor": 1}})),
+        ("an integer past 2^53", msgpack.packb({"now": 2**60, "riders": [], "orders": []})),
+        ("infinity", msgpack.packb({"now": float("inf"), "riders": [], "orders": []})),
+        ("a list claiming more than it holds", bytes([0x83, 0xA3]) + b"now" + bytes([1, 0xA6])
+         + b"riders" + bytes([0xDD, 0xFF, 0xFF, 0xFF, 0xFF])),
+        ("an extension", msgpack.packb(
+            {"now": msgpack.ExtType(1, b"x"), "riders": [], "orders": []})),
+    ],
+)  # fmt: skip
+def test_msgpack_bodies_the_reader_leaves_to_the_slower_readers(name, raw):
+    assert read_body_round(raw, codec.MSGPACK, MODELS.dispatch, LIMITS) is None, name
+    got = DECODER.decode(raw, codec.MSGPACK)
+    assert (None if got is None else reading(got)) == (
+        model_round(raw, codec.MSGPACK) if got is not None else None
+    )
+
+
+def test_a_msgpack_round_past_a_limit_is_left_to_the_slower_readers():
+    for body in (base_body(LIMITS.max_riders + 1, 1, 0), base_body(2, LIMITS.max_orders + 1, 0)):
+        raw = msgpack.packb(body)
+        assert read_body_round(raw, codec.MSGPACK, MODELS.dispatch, LIMITS) is None
+        assert DECODER.decode(raw, codec.MSGPACK) is None
