@@ -105,13 +105,6 @@ _IN_PROCESS = (
         0,
     ),
     (
-        "the same round as msgpack to the kernels' arrays by the compiled reader, in process",
-        "msgpack_fast_ms",
-        "msgpack_structs_ms",
-        "msgspec's wire Structs, the riders' columns gathered from them",
-        0,
-    ),
-    (
         "its 2.6 MiB protobuf message to the kernels' arrays, in process",
         "message_fast_ms",
         "message_model_ms",
