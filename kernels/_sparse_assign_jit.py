@@ -14,12 +14,10 @@ free column, which is what makes ``(u, v)`` a certificate for pairs left out of 
 from __future__ import annotations
 
 import numpy as np
-from cffi import FFI
 from numba import njit
 
 from kernels._assign_jit import augment_back
-
-_FFI = FFI()
+from kernels.bare_pointer import data_pointer
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -208,8 +206,8 @@ def _augment(
     dist, pred, scanned, touched, seen_rows, heap_keys, heap_tags, pool, deficit = work
     # The heap as bare pointers: its helpers are calls, not inlined, and an array argument
     # costs each call two atomic reference counts (as much as the heap step itself).
-    keys = _FFI.from_buffer(heap_keys)
-    tags = _FFI.from_buffer(heap_tags)
+    keys = data_pointer(heap_keys)
+    tags = data_pointer(heap_tags)
     n_all = v.shape[0]
     for t in range(todo.shape[0]):
         level = pool[0]

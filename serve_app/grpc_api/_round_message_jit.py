@@ -13,15 +13,14 @@ Unknown fields are skipped, as the parser keeps them out of the fields the model
 from __future__ import annotations
 
 import numpy as np
-from cffi import FFI
 from numba import njit
 
+from kernels.bare_pointer import data_pointer
 from serve_app._round_columns_jit import span_is as _is
 
 OK = 0
 BAD = -1
 _MAX_FIELD = (1 << 29) - 1  # protobuf's largest field number
-_FFI = FFI()
 
 # Wire types.
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -126,7 +125,7 @@ def count(data):
     status (``OK`` or ``BAD``), and the most stops, carried orders and picked-up names one
     rider has (what the limits bound per rider)."""
     out = np.zeros(10, np.int64)
-    buf = _FFI.from_buffer(data)  # a bare pointer: see fill
+    buf = data_pointer(data)  # a bare pointer: see fill
     end = len(data)
     pos = 0
     while pos < end:
@@ -293,11 +292,11 @@ def fill(
     """Read the message into the columns ``count`` sized; ``OK`` or ``BAD``."""
     # Helpers take the bytes and the scratch word as bare pointers: passing them arrays costs
     # two reference counts a call (atomic for the caller's array), most of the read's time.
-    buf = _FFI.from_buffer(data)
+    buf = data_pointer(data)
     end = len(data)
     word = np.empty(1, np.float64)
-    scratch = _FFI.from_buffer(word)
-    raw = _FFI.from_buffer(word.view(np.uint8))
+    scratch = data_pointer(word)
+    raw = data_pointer(word.view(np.uint8))
     pos = 0
     r = 0
     s = 0

@@ -15,9 +15,9 @@ in msgpack, a float), more of anything than the columns hold.
 from __future__ import annotations
 
 import numpy as np
-from cffi import FFI
 from numba import njit
 
+from kernels.bare_pointer import data_pointer
 from serve_app._round_columns_jit import span_is
 from serve_app._round_keys_jit import (
     AVAILABLE,
@@ -70,7 +70,6 @@ BAD = -1  # not the form's syntax, or not the round's shape
 FULL = -2  # more of something than its columns hold
 #: The body's form, ``fill``'s last argument.
 JSON, MSGPACK = 0, 1
-_FFI = FFI()
 
 
 # Each token read in the body's form (the branch is the same every call: predicted).
@@ -379,7 +378,7 @@ def fill(
     out = np.zeros(8, np.int64)
     # Helpers take the body as a bare pointer: passing them an array costs two reference
     # counts a call (atomic for the caller's array), most of the walk's time.
-    buf = _FFI.from_buffer(body)
+    buf = data_pointer(body)
     end = len(body)
     columns = (order_span, values, items, order_present, counts, count_span)
     r = 0
