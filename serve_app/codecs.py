@@ -25,6 +25,7 @@ from serve_app.grpc_api import (
 )
 from serve_app.http import (
     _answer_json_jit,
+    _json_tokens_jit,
     _round_walk_jit,
     answer_json,
     round_body,
@@ -80,6 +81,7 @@ def load_in_background() -> threading.Thread:
                 _round_columns_jit,
                 _round_message_jit,
                 _round_walk_jit,  # with the forms' token readers built in
+                _json_tokens_jit,  # its capacities, called on their own
                 _answer_message_jit,
                 _answer_json_jit,
             ]
