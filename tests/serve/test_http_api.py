@@ -237,8 +237,10 @@ def test_oversize_requests_are_413_with_the_limit(serve_url):
         assert str(LIMITS.max_body_bytes) in r.json()["detail"]
 
 
-def test_readyz_is_503_while_a_model_cannot_load(serve_url):
-    """An app whose ETR version does not exist never becomes ready; /readyz says so."""
+def test_readyz_is_503_while_a_model_cannot_load(serve_url, grpc_address):
+    """An app whose ETR version does not exist never becomes ready; /readyz says so. The app
+    is deleted after, and the test waits until a gRPC call naming no application is routed
+    again, as the tests that follow on this cluster make them."""
     from ray import serve
     from ray.serve.api import RunTarget, _run_many
 
@@ -265,3 +267,26 @@ def test_readyz_is_503_while_a_model_cannot_load(serve_url):
             assert r.status_code == 503 and r.json()["ready"] is False
     finally:
         serve.delete("broken", _blocking=True)
+        _wait_until_grpc_routes_unnamed_calls(grpc_address)
+
+
+def _wait_until_grpc_routes_unnamed_calls(grpc_address: str, timeout_s: float = 30.0) -> None:
+    """Wait until a gRPC call that names no application is routed again: while Serve's proxy
+    (HAProxy's config, rewritten after the controller's) still has two apps, it answers
+    such a call NOT_FOUND."""
+    import time
+
+    import grpc
+
+    from serve_app.grpc_api.client import OrmlGrpcClient, OrmlGrpcError
+
+    deadline = time.monotonic() + timeout_s
+    with OrmlGrpcClient(grpc_address) as client:
+        while True:
+            try:
+                client.etr(generate_round(0, 1, seed=0).orders)
+                return
+            except OrmlGrpcError as err:
+                if err.code != grpc.StatusCode.NOT_FOUND or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
