@@ -145,7 +145,7 @@ class ColumnRound:
 
 
 @dataclass(frozen=True)
-class _Rules:
+class ColumnRules:
     """What the request model says of each column a reader fills (numbers: [lo, hi] and
     whether required, else its default)."""
 
@@ -201,7 +201,8 @@ def item_models(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
 
 
 @functools.cache
-def _rules(model: type[BaseModel]) -> _Rules:
+def rules_of(model: type[BaseModel]) -> ColumnRules:
+    """What ``model`` says of the columns (read once per model)."""
     parts = item_models(model)
     rider, order, stop, weights = (parts[k] for k in ("rider", "order", "stop", "weights"))
     counts = model_rules.field(order, "item_counts")
@@ -210,7 +211,7 @@ def _rules(model: type[BaseModel]) -> _Rules:
         for k, p in enumerate(ORDER_VALUES)
         if not model_rules.field(order, p).is_required()
     }
-    return _Rules(
+    return ColumnRules(
         order_required=_bits(order, ORDER_BITS),
         order_defaults=defaults,
         order_bounds=_bounds(order, ORDER_VALUES),
@@ -278,7 +279,7 @@ def round_of(
 ) -> ColumnRound | None:
     """The round a reader filled from ``buf`` (its first ``n_carried`` orders the riders'),
     held to ``model``'s rules; None where it breaks one."""
-    rules = _rules(model)
+    rules = rules_of(model)
     f = filled
     values, head, items = f.values, f.head, f.items
     # Presence, then defaults where the model has them.
@@ -357,7 +358,7 @@ def round_of(
     return ColumnRound(now, utc_offset_s, columns, new, weights, longest)
 
 
-def _weights(top: np.ndarray, rules: _Rules) -> DispatchWeights | None:
+def _weights(top: np.ndarray, rules: ColumnRules) -> DispatchWeights | None:
     given_weights = int(top[TOP_PRESENT]) & 2
     bits = int(top[TOP_WEIGHT_BITS]) if given_weights else 0
     got = []

@@ -22,10 +22,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from serve_app import _round_keys_jit as keys
-from serve_app import model_rules
 from serve_app.http import _json_tokens_jit, _round_walk_jit, codec
 from serve_app.pipeline.limits import Limits
-from serve_app.round_columns import ColumnRound, FilledColumns, round_of
+from serve_app.round_columns import ColumnRound, FilledColumns, round_of, rules_of
 
 
 @functools.cache
@@ -34,13 +33,6 @@ def _required_keys(model: type[BaseModel]) -> int:
     return sum(
         1 << k for k, name in enumerate(keys.TOP_KEYS) if model.model_fields[name].is_required()
     )
-
-
-@functools.cache
-def _most_item_counts(model: type[BaseModel]) -> int:
-    """How many item counts an order may list."""
-    order = model_rules.item_model(model_rules.field(model, "orders"))
-    return model_rules.max_length(model_rules.field(order, "item_counts"))
 
 
 #: Fewest bytes a msgpack rider, order, stop takes with the fields the model requires
@@ -78,7 +70,7 @@ def read_body_round(
         min(stops_at_most, per_route),
         carried + new,
         min(names_at_most, per_route),
-        min(counts_at_most, (carried + new) * _most_item_counts(model)),
+        min(counts_at_most, (carried + new) * rules_of(model).counts_max),
     )
     form = _round_walk_jit.JSON if media == codec.JSON else _round_walk_jit.MSGPACK
     got = _round_walk_jit.fill(buf, *filled.arrays(), carried, form).tolist()

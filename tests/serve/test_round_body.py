@@ -317,3 +317,45 @@ def test_a_msgpack_round_past_a_limit_is_left_to_the_slower_readers():
         raw = msgpack.packb(body)
         assert read_body_round(raw, codec.MSGPACK, MODELS.dispatch, LIMITS) is None
         assert DECODER.decode(raw, codec.MSGPACK) is None
+
+
+def _smallest_round_at_the_limits() -> dict:
+    """A valid round at ``LIMITS`` (every rider, every new order, a route of the most stops)
+    with the fewest bytes each element can take: short ids, small integers, no optional
+    field. The readers size their columns from the body's bytes; this holds the bounds they
+    use to be bounds, at the limits."""
+    now = 1_767_225_600
+
+    def order(name: str) -> dict:
+        here = {"lat": 1, "lng": 1}
+        return {
+            "id": name, "pickup": here, "dropoff": here,
+            "created_at": now, "ready_at": now, "promised_at": now + 900,
+        }  # fmt: skip
+
+    carrying = LIMITS.max_route_stops // 2  # each carried order: a pickup and a drop-off
+    busy = {
+        "id": "b", "position": {"lat": 1, "lng": 1}, "speed_mps": 5, "capacity": carrying,
+        "orders": [order(f"c{k}") for k in range(carrying)],
+        "route": [{"order_id": f"c{k}", "kind": kind}
+                  for k in range(carrying) for kind in ("pickup", "dropoff")],
+    }  # fmt: skip
+    idle = [
+        {"id": f"{k}", "position": {"lat": 1, "lng": 1}, "speed_mps": 5, "capacity": 1}
+        for k in range(LIMITS.max_riders - 1)
+    ]
+    new = [order(f"n{k}") for k in range(LIMITS.max_orders)]
+    return {"now": now, "riders": [busy, *idle], "orders": new}
+
+
+@pytest.mark.parametrize("media", [codec.JSON, codec.MSGPACK])
+def test_the_smallest_round_at_the_limits_is_taken(media):
+    body = _smallest_round_at_the_limits()
+    raw = (
+        json.dumps(body, separators=(",", ":")).encode()
+        if media == codec.JSON
+        else (msgpack.packb(body))
+    )
+    want = model_round(raw, media)
+    assert want is not None
+    assert reader_round(raw, media) == want
