@@ -23,7 +23,10 @@ riders gathered into columns from them) against the model's (pydantic
 validation, domain types, ``pack_round``); for protobuf the reader (``round_message``: the
 bytes straight to columns) against the model's (parse, fields, the model); the same arrays;
 and the plan to its gRPC answer's bytes, written from its columns (``answer_message``) and
-filled from its dict.
+filled from its dict. Last, a round one rider past the limits: the time to its 413 over HTTP
+(JSON, msgpack) and to gRPC's RESOURCE_EXHAUSTED, and in this process the compiled reader's
+413 against the model's (the way such a body was answered before the reader counted past a
+limit).
 Writes DIR/big_round.csv and (--json) every run.
 """
 
@@ -61,6 +64,7 @@ from serve_app.grpc_api.answer_message import dispatch_answer
 from serve_app.http import codec
 from serve_app.http.answer_json import dispatch_answer_json
 from serve_app.http.routes import lane_capacities
+from serve_app.pipeline.errors import TooLarge
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels, plan_to_dict
 
@@ -85,6 +89,10 @@ def main() -> None:
     body = request.model_dump_json().encode()
     message = pb.DispatchRequest(**request.model_dump(exclude_none=True)).SerializeToString()
     log(f"round {riders} x {orders}: {len(body) / 2**20:.1f} MiB of JSON")
+    over = DispatchRequest.from_domain(generate_round(riders + 1, orders, seed=5))
+    over_body = {codec.JSON: over.model_dump_json().encode()}
+    over_body[codec.MSGPACK] = msgpack.packb(orjson.loads(over_body[codec.JSON]))
+    over_message = pb.DispatchRequest(**over.model_dump(exclude_none=True)).SerializeToString()
     dispatch_round(generate_round(8, 4, seed=1))  # load the compiled kernels here too
     etr = load_runtime(load_artifact(), "onnxruntime")
 
@@ -150,10 +158,15 @@ def main() -> None:
                     f" HTTP {over_http:.2f} s, gRPC {over_grpc:.2f} s, the same plan: "
                     f"{served_plan == in_process_plan == grpc_plan}"
                 )
+            refused = served_refusals(
+                client, lambda: grpc_dispatch(over_message, metadata=metadata, timeout=60),
+                over_body, repeat,
+            )  # fmt: skip
         channel.close()
     write_csv(args.out / "big_round.csv", rows)
     to_arrays = body_to_arrays(body, message, repeat)
     to_arrays.update(answer_to_bytes(dispatch_round(round_), repeat))
+    refused.update(refusals(over_body, repeat))
     med = {
         key: statistics.median(r[key] for r in rows)
         for key in rows[0]
@@ -208,6 +221,15 @@ def main() -> None:
         ),
     ):
         print(f"| {name} | {fast:.1f} | {model:.1f} | {model / fast:.2f}x faster |")
+    print(
+        f"\n| {riders + 1} x {orders}, one rider past the limit: to the 413 (median ms) |"
+        " the reader (counts past the limit) | the model (before) | ratio |\n|---|---|---|---|"
+    )
+    for media in (codec.JSON, codec.MSGPACK):
+        fast, model = refused[f"{media}_reader_ms"], refused[f"{media}_model_ms"]
+        print(f"| {media}, in process | {fast:.0f} | {model:.0f} | {model / fast:.1f}x faster |")
+        print(f"| {media}, served over HTTP | {refused[f'{media}_http_ms']:.0f} | | |")
+    print(f"| protobuf, served over gRPC | {refused['grpc_ms']:.0f} | | |")
     if args.json:
         args.json.write_text(
             json.dumps(
@@ -218,6 +240,7 @@ def main() -> None:
                     "ratio_grpc": ratio_grpc,
                     "ratio_no_etr": ratio_no_etr,
                     "body_to_arrays": to_arrays,
+                    "past_the_limits": refused,
                     "front": "orml serve's lanes" if args.lanes else "deploy.yaml's",
                 },
                 indent=1,
@@ -261,6 +284,71 @@ def body_to_arrays(body: bytes, message: bytes, repeat: int) -> dict[str, float]
     for got in packed.values():
         assert np.array_equal(got.routes.stop_xy, want.routes.stop_xy)
         assert np.array_equal(got.owner, want.owner) and got.order_ids == want.order_ids
+    return medians
+
+
+def served_refusals(
+    client: httpx.Client,
+    over_grpc: Callable[[], object],
+    bodies: dict[str, bytes],
+    repeat: int,
+) -> dict[str, float]:
+    """Median ms to the served refusal of a round past the limits: each body in ``bodies``
+    (by media) over HTTP (413), and ``over_grpc`` (RESOURCE_EXHAUSTED). Raises
+    AssertionError on any other answer."""
+
+    def http(media: str) -> Callable[[], str]:
+        def post() -> str:
+            got = client.post(
+                "/v1/dispatch", content=bodies[media], headers={"content-type": media}
+            )
+            assert got.status_code == 413, got.text[:200]
+            return got.json()["detail"]
+
+        return post
+
+    def grpc_call() -> str:
+        try:
+            over_grpc()
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc
+            return str(exc.details())
+        raise AssertionError("a round past the limits was planned over gRPC")
+
+    ways = {f"{media}_http_ms": http(media) for media in bodies}
+    ways["grpc_ms"] = grpc_call
+    medians, answers = _alternating(ways, repeat)
+    log(f"  past the limits, served: {answers}")
+    return medians
+
+
+def refusals(bodies: dict[str, bytes], repeat: int) -> dict[str, float]:
+    """Median ms to the 413 of each body in ``bodies`` (by media), in this process: by the
+    compiled reader (``RoundDecoder.read``) and by the model (``codec.validate_body``).
+    Raises AssertionError where the two answers differ."""
+    limits = DispatchAppArgs().limits
+    decoder = RoundDecoder.for_limits(limits)
+    model = RequestModels.for_limits(limits).dispatch
+    codecs.warm_up()
+
+    def refused(read: Callable[[], object]) -> Callable[[], str]:
+        def call() -> str:
+            try:
+                read()
+            except TooLarge as exc:
+                return str(exc)
+            raise AssertionError("a round past the limits was read")
+
+        return call
+
+    ways = {}
+    for media, body in bodies.items():
+        ways[f"{media}_reader_ms"] = refused(lambda b=body, m=media: decoder.read(b, m))
+        ways[f"{media}_model_ms"] = refused(
+            lambda b=body, m=media: codec.validate_body(b, m, model)
+        )
+    medians, answers = _alternating(ways, repeat)
+    assert len(set(answers.values())) == 1, answers
     return medians
 
 

@@ -20,9 +20,10 @@ refused at their header, no binary or extension data where the model has none). 
   (``planner.round_to_arrays.pack_served_round``), are held to the domain's rules for riders
   and rounds over whole arrays, and are packed from them.
 
-The fast path only ever *accepts*: any body it does not take whole (an unknown field, a bound,
-a domain rule, malformed JSON or msgpack) is validated by the pydantic model, which gives the
-answer (the 422 naming every bad field, the 413 naming the limit). The wire rules are the
+The fast path only ever *accepts* (or, from the compiled reader, gives the model's own 413
+for a round past a limit, found by counting): any body it does not take whole (an unknown
+field, a bound, a domain rule, malformed JSON or msgpack) is validated by the pydantic model,
+which gives the answer (the 422 naming every bad field, the 413 naming the limit). The wire rules are the
 model's own: ``tests/serve/test_round_decoder.py`` holds every body to the model's reading
 (the same orders, weights and packed arrays, or the same refusal), and the generated Structs'
 rules to the model's.
@@ -144,7 +145,8 @@ class RoundDecoder:
         """The round as a ``RoundSource`` when ``body`` (in ``media``) keeps the request's
         rules and its new orders and weights the domain's, else None. compiled : the body
         goes to the compiled reader of its media first (compiling it on first use), then to
-        the Structs; False: to the Structs alone."""
+        the Structs; False: to the Structs alone. Raises TooLarge where the compiled reader
+        answers the model's 413 (``round_body``)."""
         by_model = partial(self._by_model, body, media)
         if compiled and media in self._wire:
             got = round_body.read_body_round(body, media, self._model, self._limits)

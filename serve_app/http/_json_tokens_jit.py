@@ -59,16 +59,26 @@ def _literal(buf, pos, end, word):
 
 
 @njit(cache=True, nogil=True)
+def member_name(buf, pos, end):
+    """(start, end, position of its value) of the name of the member at ``pos``; position -1
+    where malformed."""
+    start, stop, pos = string(buf, pos, end)
+    if pos < 0:
+        return 0, 0, -1
+    pos = skip_space(buf, pos, end)
+    if pos >= end or buf[pos] != _COLON:
+        return 0, 0, -1
+    return start, stop, skip_space(buf, pos + 1, end)
+
+
+@njit(cache=True, nogil=True)
 def key(buf, pos, end, kind):
     """(the key's number in object ``kind``, position of its value) for the member at
     ``pos``; number -1 for a key the object does not have, position -1 where malformed."""
-    start, stop, pos = string(buf, pos, end)
+    start, stop, pos = member_name(buf, pos, end)
     if pos < 0:
         return -1, -1
-    pos = skip_space(buf, pos, end)
-    if pos >= end or buf[pos] != _COLON:
-        return -1, -1
-    return key_number(buf, start, stop, kind), skip_space(buf, pos + 1, end)
+    return key_number(buf, start, stop, kind), pos
 
 
 @njit(cache=True, nogil=True)

@@ -112,10 +112,17 @@ def string(buf, pos, end):
 
 
 @njit(cache=True, nogil=True)
+def member_name(buf, pos, end):
+    """(start, end, position of its value) of the name of the member at ``pos``; position -1
+    where the name is not a string."""
+    return string(buf, pos, end)
+
+
+@njit(cache=True, nogil=True)
 def key(buf, pos, end, kind):
     """(the key's number in object ``kind``, position of its value); number -1 for a key the
     object does not have, position -1 where the key is not a string."""
-    start, stop, pos = string(buf, pos, end)
+    start, stop, pos = member_name(buf, pos, end)
     if pos < 0:
         return -1, -1
     return key_number(buf, start, stop, kind), pos

@@ -55,6 +55,7 @@ from serve_app._round_keys_jit import (
 )
 from serve_app.http import _json_tokens_jit as json_tokens
 from serve_app.http import _msgpack_tokens_jit as msgpack_tokens
+from serve_app.http.codec import MSGPACK_MAX_LIST, MSGPACK_MAX_MAP, MSGPACK_MAX_STR
 from serve_app.round_columns import (
     KIND_DROPOFF,
     KIND_PICKUP,
@@ -70,6 +71,10 @@ BAD = -1  # not the form's syntax, or not the round's shape
 FULL = -2  # more of something than its columns hold
 #: The body's form, ``fill``'s last argument.
 JSON, MSGPACK = 0, 1
+#: A value skipped past a limit (``_skip_value``) is nested at most this deep; its strings
+#: are ASCII (valid UTF-8 without a check of their own) and at most this long.
+SKIP_DEPTH = 8
+SKIP_STRING = MSGPACK_MAX_STR
 
 
 # Each token read in the body's form (the branch is the same every call: predicted).
@@ -92,6 +97,13 @@ def _key(buf, pos, end, kind, form):
     if form == JSON:
         return json_tokens.key(buf, pos, end, kind)
     return msgpack_tokens.key(buf, pos, end, kind)
+
+
+@njit(cache=True, nogil=True)
+def _member_name(buf, pos, end, form):
+    if form == JSON:
+        return json_tokens.member_name(buf, pos, end)
+    return msgpack_tokens.member_name(buf, pos, end)
 
 
 @njit(cache=True, nogil=True)
@@ -157,6 +169,97 @@ def _int(buf, pos, end, form):
     if pos < 0 or not integer or abs(value) > MAX_EXACT_INT:
         return 0.0, -1
     return value, pos
+
+
+@njit(cache=True, nogil=True)
+def _plain(buf, start, stop):
+    """Whether the string at [start, stop) is ASCII and at most ``SKIP_STRING`` bytes."""
+    if stop - start > SKIP_STRING:
+        return False
+    for k in range(start, stop):  # noqa: SIM110 (compiled: no generator)
+        if buf[k] >= 128:
+            return False
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _plain_name(buf, pos, end, form):
+    """The position of the value of the member at ``pos`` when its name is ``_plain``, else
+    -1."""
+    start, stop, pos = _member_name(buf, pos, end, form)
+    if pos < 0 or not _plain(buf, start, stop):
+        return -1
+    return pos
+
+
+@njit(cache=True, nogil=True)
+def _skip_value(buf, pos, end, form):
+    """The position after the value at ``pos``, whatever it is, or -1 where the slower
+    readers might refuse it: not the form's syntax, nested deeper than ``SKIP_DEPTH``, a
+    string not ``_plain_string``, a number the form's reader refuses, a msgpack map or list
+    past the msgpack reader's bounds (``codec.unpack_msgpack``).
+
+    A list past its limit is answered 413 by the model only where every value after the limit
+    is read as one (``round_body``): this walks those values without keeping them."""
+    lefts = np.zeros(SKIP_DEPTH, np.int64)
+    in_object = np.zeros(SKIP_DEPTH, np.bool_)
+    depth = 0
+    while True:
+        # One value at pos: a container opens a level, anything else ends here.
+        left, after = _object_begin(buf, pos, end, form)
+        is_object = after >= 0
+        if not is_object:
+            left, after = _array_begin(buf, pos, end, form)
+            if after >= 0 and left > MSGPACK_MAX_LIST:
+                return -1
+        elif left > MSGPACK_MAX_MAP:
+            return -1
+        if after >= 0:
+            pos = after
+            if left > 0:
+                if depth == SKIP_DEPTH:
+                    return -1
+                lefts[depth] = left
+                in_object[depth] = is_object
+                depth += 1
+                if is_object:
+                    pos = _plain_name(buf, pos, end, form)
+                    if pos < 0:
+                        return -1
+                continue
+        else:
+            start, stop, after = _string(buf, pos, end, form)
+            if after >= 0 and not _plain(buf, start, stop):
+                return -1
+            if after < 0:
+                _, _, after = _number(buf, pos, end, form)
+            if after < 0:
+                after = _null(buf, pos, end, form)
+            if after < 0:
+                _, after = _boolean(buf, pos, end, form)
+            if after < 0:
+                return -1
+            pos = after
+        # The value ended: close every container it was the last of.
+        while depth > 0:
+            k = depth - 1
+            if in_object[k]:
+                left, pos = _object_next(buf, pos, end, lefts[k], form)
+            else:
+                left, pos = _array_next(buf, pos, end, lefts[k], form)
+            if pos < 0:
+                return -1
+            if left == 0:
+                depth -= 1
+                continue
+            lefts[k] = left
+            if in_object[k]:
+                pos = _plain_name(buf, pos, end, form)
+                if pos < 0:
+                    return -1
+            break
+        if depth == 0:
+            return pos
 
 
 @njit(cache=True, nogil=True)
@@ -250,16 +353,20 @@ def _order(buf, pos, end, row, columns, n_counts, form):
 
 
 @njit(cache=True, nogil=True)
-def _orders(buf, pos, end, row, rows_end, columns, n_counts, form):
-    """Read the list of order objects at ``pos`` into rows ``row`` on (FULL past
-    ``rows_end``) of ``columns`` (``_order``'s). Returns (next, orders read, item counts
-    written so far); next -1 (BAD) or -2 (FULL)."""
+def _orders(buf, pos, end, row, rows_end, columns, n_counts, skip_past, form):
+    """Read the list of order objects at ``pos`` into rows ``row`` on of ``columns``
+    (``_order``'s); past ``rows_end``, FULL, or with ``skip_past`` the rest skipped
+    (``_skip_value``) and counted. Returns (next, orders listed, item counts written so
+    far); next -1 (BAD) or -2 (FULL)."""
     first = row
     listed, pos = _array_begin(buf, pos, end, form)
     while pos >= 0 and listed > 0:
-        if row >= rows_end:
+        if row < rows_end:
+            pos, n_counts = _order(buf, pos, end, row, columns, n_counts, form)
+        elif skip_past:
+            pos = _skip_value(buf, pos, end, form)
+        else:
             return -2, row - first, n_counts
-        pos, n_counts = _order(buf, pos, end, row, columns, n_counts, form)
         if pos < 0:
             return pos, row - first, n_counts
         row += 1
@@ -371,10 +478,11 @@ def fill(
     new_base,
     form,  # JSON or MSGPACK
 ):
-    """Read the body into the columns (each array's length is what it holds: past it, FULL).
-    Returns int64[8]: status (OK, BAD, FULL), then how many riders, stops, carried orders,
-    new orders, picked-up names and item counts were read, and the round's keys given (a
-    bit per ``_round_keys_jit.TOP_KEYS`` entry)."""
+    """Read the body into the columns (each array's length is what it holds: past it, FULL;
+    riders and new orders past theirs are skipped by ``_skip_value`` and counted).
+    Returns int64[8]: status (OK, BAD, FULL), then how many riders the body lists, stops,
+    carried orders, new orders it lists, picked-up names and item counts read, and the
+    round's keys given (a bit per ``_round_keys_jit.TOP_KEYS`` entry)."""
     out = np.zeros(8, np.int64)
     # Helpers take the body as a bare pointer: passing them an array costs two reference
     # counts a call (atomic for the caller's array), most of the walk's time.
@@ -403,14 +511,21 @@ def fill(
         elif key == WEIGHT_KEY:
             pos = _weights(buf, pos, end, top, form)
         elif key == NEW:
-            pos, got, n_counts = _orders(buf, pos, end, o, len(order_span), columns, n_counts, form)
+            pos, got, n_counts = _orders(
+                buf, pos, end, o, len(order_span), columns, n_counts, True, form
+            )
             o += got
         else:  # the riders
             listed, pos = _array_begin(buf, pos, end, form)
             while pos >= 0 and listed > 0:
                 if r >= len(rider_span):
-                    out[0] = FULL
-                    return out
+                    # Past the columns (the limit): counted, for the 413 (``round_body``).
+                    pos = _skip_value(buf, pos, end, form)
+                    if pos < 0:
+                        break
+                    r += 1
+                    listed, pos = _array_next(buf, pos, end, listed, form)
+                    continue
                 rbits = np.int64(0)
                 rseen = 0
                 stops = 0
@@ -444,7 +559,7 @@ def fill(
                         s += stops
                     elif rkey == CARRIED:
                         pos, carried, n_counts = _orders(
-                            buf, pos, end, c, new_base, columns, n_counts, form
+                            buf, pos, end, c, new_base, columns, n_counts, False, form
                         )
                         c += carried
                     elif rkey == PICKED:

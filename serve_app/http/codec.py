@@ -93,9 +93,7 @@ def unpack_msgpack(body: bytes) -> Any:
     """``body`` decoded, with the bounds above; InvalidInput at ``body`` when it is not msgpack
     or breaks a bound."""
     options: dict[str, Any] = {}
-    if _containers_at_most(body) > MSGPACK_UNITS_PER_BYTE * len(body) // _CONTAINER_UNITS:
-        # Possibly more containers than a body of this size holds in any request: count them
-        # as they are built (a Python call per container; a real body never needs it).
+    if msgpack_is_counted(body):
         budget = MSGPACK_UNITS_PER_BYTE * len(body) + 64
 
         def spend(units: int) -> None:
@@ -127,6 +125,13 @@ def unpack_msgpack(body: bytes) -> Any:
         )
     except Exception as exc:  # msgpack raises several unrelated types for bad bytes
         raise InvalidInput.at(("body",), f"invalid msgpack: {str(exc)[:200]}") from None
+
+
+def msgpack_is_counted(body: bytes) -> bool:
+    """Whether ``unpack_msgpack`` counts ``body``'s values as it builds them (and may refuse
+    it for holding too many): where it possibly holds more containers than a body of its size
+    holds in any request (a Python call per container; a real body never needs it)."""
+    return _containers_at_most(body) > MSGPACK_UNITS_PER_BYTE * len(body) // _CONTAINER_UNITS
 
 
 #: The bytes that start a msgpack container: fixmap, fixarray, array 16/32, map 16/32.

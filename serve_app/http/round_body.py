@@ -8,10 +8,15 @@ functions) walks the body as the request's shape and fills the columns every rea
 (``round_columns.FilledColumns``), sized from the body itself and capped by the limits; the
 request's rules are then applied once for every wire form (``round_columns.round_of``).
 
-It only ever *accepts*: a body it does not take whole (malformed, an unknown or repeated key,
-an escape in a JSON string, a number it cannot read exactly, past a limit, a broken rule)
-gives None, and the wire Structs and then the model read it (``serve_app.round_decoder``),
-whose answer stands. ``tests/serve/test_round_body.py`` holds it to the model's reading.
+It only ever *accepts*, or answers the model's 413: a body it does not take whole
+(malformed, an unknown or repeated key, an escape in a JSON string, a number it cannot read
+exactly, a broken rule) gives None, and the wire Structs and then the model read it
+(``serve_app.round_decoder``), whose answer stands. A list past its limit is counted to its
+end without being kept (``_round_walk_jit._skip_value``), and where everything the model reads
+before that limit is valid, the model's answer is that 413 (the model stops a list at its
+first element in error or past its limit, and reports the first list past its limit): raised
+here in milliseconds rather than by the model after seconds of validation.
+``tests/serve/test_round_body.py`` holds it to the model's reading and the model's 413.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ import functools
 import numpy as np
 from pydantic import BaseModel
 
+from domain.order_columns import CREATED, PROMISED
 from serve_app import _round_keys_jit as keys
 from serve_app.http import _json_tokens_jit, _round_walk_jit, codec
+from serve_app.pipeline.errors import TooLarge
 from serve_app.pipeline.limits import Limits
 from serve_app.round_columns import ColumnRound, FilledColumns, round_of, rules_of
 
@@ -57,7 +64,8 @@ def read_body_round(
 ) -> ColumnRound | None:
     """The round in ``body`` (a dispatch request in ``media``: ``codec.JSON`` or
     ``codec.MSGPACK``) under ``model``'s rules and ``limits``, or None where this reader
-    does not take it whole."""
+    does not take it whole. Raises TooLarge, the model's 413, for a round past a limit whose
+    every part the model reads before that limit keeps its rules."""
     buf = np.frombuffer(body, np.uint8)
     riders_at_most, orders_at_most, stops_at_most, names_at_most, counts_at_most = _capacities(
         buf, media
@@ -74,13 +82,16 @@ def read_body_round(
     )
     form = _round_walk_jit.JSON if media == codec.JSON else _round_walk_jit.MSGPACK
     got = _round_walk_jit.fill(buf, *filled.arrays(), carried, form).tolist()
-    status, n_riders, n_stops, n_carried, n_new, n_picked, n_counts, given = got
+    status, listed_riders, n_stops, n_carried, listed_new, n_picked, n_counts, given = got
     required = _required_keys(model)
     if status != _round_walk_jit.OK or given & required != required:
         return None
+    n_riders = min(listed_riders, len(filled.rider_span))
+    n_new = min(listed_new, new)
     lists = filled.rider_lists[:n_riders]
-    if n_riders and int(lists.max()) > limits.max_route_stops:
-        return None
+    too_large = _past_the_limits(lists, listed_riders, listed_new, limits)
+    if too_large is None and (n_riders, n_new) != (listed_riders, listed_new):
+        return None  # not a limit's doing: the body outgrew a bound taken from its bytes
     rows = np.concatenate([np.arange(n_carried), carried + np.arange(n_new)])
     f = filled
     compact = FilledColumns(
@@ -100,7 +111,37 @@ def read_body_round(
         count_span=f.count_span[rows],
         picked_span=f.picked_span[:n_picked],
     )
-    return round_of(buf, compact, n_carried, model)
+    got_round = round_of(buf, compact, n_carried, model)
+    if too_large is None or got_round is None:
+        return got_round
+    # Past a limit, with all the model reads before that limit kept: the model's answer
+    # is this 413 (its lists stop at the first element in error, and at the first past the
+    # limit), the one rule it states over two fields included.
+    promised = compact.values[:n_carried, PROMISED] >= compact.values[:n_carried, CREATED]
+    if promised.all() and not (media == codec.MSGPACK and codec.msgpack_is_counted(body)):
+        raise too_large
+    return None
+
+
+#: The lists a rider holds (``FilledColumns.rider_lists``' columns), as a 413 names each, in
+#: the model's order of fields.
+_RIDER_LISTS = ("route stops", "orders on a route", "picked-up orders")
+
+
+def _past_the_limits(lists: np.ndarray, riders: int, new: int, limits: Limits) -> TooLarge | None:
+    """The 413 the model gives a round whose lists are these, where it gives one: the first
+    list past its limit in the order the model validates them (each kept rider's own lists,
+    in field order, then the riders, then the new orders).
+    lists : int64[R, 3], the kept riders' ``_RIDER_LISTS`` lengths."""
+    over = lists > limits.max_route_stops
+    if over.any():
+        rider, which = divmod(int(np.argmax(over.ravel())), lists.shape[1])
+        return TooLarge(_RIDER_LISTS[which], int(lists[rider, which]), limits.max_route_stops)
+    if riders > limits.max_riders:
+        return TooLarge("riders", riders, limits.max_riders)
+    if new > limits.max_orders:
+        return TooLarge("orders", new, limits.max_orders)
+    return None
 
 
 def warm_up() -> None:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from planner import generate_round
 from serve_app.config import Limits
 from serve_app.http import codec
-from serve_app.pipeline.errors import InvalidInput
+from serve_app.pipeline.errors import InvalidInput, TooLarge
 from serve_app.round_decoder import RoundDecoder
 from serve_app.schemas import DispatchRequest, RequestModels
 
@@ -97,10 +97,19 @@ def test_valid_rounds_decode_to_the_models_round(riders, orders, seed):
             assert reading(got) == model_round(raw, media)
 
 
-def test_bodies_past_a_limit_or_malformed_are_left_to_the_models():
+def test_bodies_past_a_limit_are_the_models_413_and_malformed_ones_left_to_the_models():
     over = base_body(41, 1, 0)
+    for raw, media in (
+        (json.dumps(over).encode(), codec.JSON),
+        (msgpack.packb(over), codec.MSGPACK),
+    ):
+        with pytest.raises(TooLarge) as reader:
+            DECODER.decode(raw, media)
+        with pytest.raises(TooLarge) as model:
+            codec.validate_body(raw, media, MODELS.dispatch)
+        assert str(reader.value) == str(model.value) == "riders: 41 exceeds the limit of 40"
+        assert DECODER.decode(raw, media, compiled=False) is None
     for raw in (
-        json.dumps(over).encode(),
         b'{"now": 1, "riders": [], "orders": [], "extra": 1}',
         b'{"now": NaN, "riders": [], "orders": []}',
         b'{"now": 1, "riders": [], "orders": [],}',
@@ -109,11 +118,10 @@ def test_bodies_past_a_limit_or_malformed_are_left_to_the_models():
         assert DECODER.decode(raw) is None
         assert DECODER.decode(raw, compiled=False) is None
     assert DECODER.decode(b'{"now": 1, "riders": [], "orders": []}') is not None
-    # msgpack the same: past a limit (refused at the list's header), an unknown field, a
-    # non-finite now, binary where a number goes, truncated, not msgpack at all
+    # msgpack the same: an unknown field, a non-finite now, binary where a number goes,
+    # truncated, not msgpack at all
     empty = {"now": 1, "riders": [], "orders": []}
     for raw in (
-        msgpack.packb(over),
         msgpack.packb({**empty, "extra": 1}),
         msgpack.packb({**empty, "now": float("nan")}),
         msgpack.packb({**empty, "now": b"\x00"}),
@@ -194,9 +202,16 @@ def _paths(obj, here=()):
             yield from _paths(v, (*here, k))
 
 
-def _edited(seed: int, edits: list[tuple[int, str, object]]) -> dict:
-    """A valid round's body with ``edits`` made: (which place, its kind, the value)."""
-    body = base_body(6, 4, seed)
+def _edited(
+    seed: int, edits: list[tuple[int, str, object]], riders: int = 6, orders: int = 4
+) -> dict:
+    """A valid round's body (``riders`` x ``orders``) with ``edits`` made: (which place, its
+    kind, the value)."""
+    return edited(base_body(riders, orders, seed), edits)
+
+
+def edited(body: dict, edits: list[tuple[int, str, object]]) -> dict:
+    """``body`` with ``edits`` made in place: (which place, its kind, the value)."""
     for pick, how, shared in edits:
         # sampled_from hands out the same list and dict objects every time: a copy, so that
         # no example mutates them for the next and the body never holds itself (a cycle).
