@@ -84,7 +84,40 @@ def big_round(data: dict[str, Any]) -> list[Row]:
             f"{data['ratio_no_etr']:.2f}x",
         ),
         *_in_process_rows(data.get("body_to_arrays", {})),
+        *_past_the_limits_rows(data.get("past_the_limits", {})),
     ]
+
+
+def _past_the_limits_rows(refused: dict[str, float]) -> list[Row]:
+    """A round one rider past the limit: the time to its 413, served and in process, against
+    the model's 413 in process (how such a body was answered before the reader counted)."""
+    rows: list[Row] = []
+    for media, name in (("application/json", "JSON"), ("application/x-msgpack", "msgpack")):
+        if f"{media}_reader_ms" not in refused:
+            continue
+        model = refused[f"{media}_model_ms"]
+        for where, key in (("in process", "reader_ms"), ("served over HTTP", "http_ms")):
+            got = refused[f"{media}_{key}"]
+            rows.append(
+                (
+                    f"a {name} round one rider past the limit to its 413, {where}",
+                    _ms(got),
+                    _ms(model),
+                    "the model's 413, in process",
+                    f"{model / got:.1f}x faster",
+                )
+            )
+    if "grpc_ms" in refused:
+        rows.append(
+            (
+                "the same round over gRPC to its RESOURCE_EXHAUSTED",
+                _ms(refused["grpc_ms"]),
+                "",
+                "",
+                "",
+            )
+        )
+    return rows
 
 
 #: big_round's in-process comparisons: (figure, its key, the baseline's key, the baseline,

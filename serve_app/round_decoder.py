@@ -23,10 +23,10 @@ refused at their header, no binary or extension data where the model has none). 
 The fast path only ever *accepts* (or, from the compiled reader, gives the model's own 413
 for a round past a limit, found by counting): any body it does not take whole (an unknown
 field, a bound, a domain rule, malformed JSON or msgpack) is validated by the pydantic model,
-which gives the answer (the 422 naming every bad field, the 413 naming the limit). The wire rules are the
-model's own: ``tests/serve/test_round_decoder.py`` holds every body to the model's reading
-(the same orders, weights and packed arrays, or the same refusal), and the generated Structs'
-rules to the model's.
+which gives the answer (the 422 naming every bad field, the 413 naming the limit). The wire
+rules are the model's own: ``tests/serve/test_round_decoder.py`` holds every body to the
+model's reading (the same orders, weights and packed arrays, or the same refusal), and the
+generated Structs' rules to the model's.
 """
 
 from __future__ import annotations
