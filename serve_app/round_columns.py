@@ -255,17 +255,25 @@ def _strings(buf: np.ndarray, spans: np.ndarray, length: tuple[float, float]) ->
     if not len(spans):
         return []
     together, ok = jit.joined(buf, spans, 0)
+    ascii_only = False
     try:
         if ok:
-            got = together.tobytes().decode().split("\0")
+            text = together.tobytes().decode()
+            ascii_only = text.isascii()  # CPython keeps this as a flag: no scan
+            got = text.split("\0")
         else:
             data = buf.tobytes()
             got = [data[a:b].decode() for a, b in spans.tolist()]
     except UnicodeDecodeError:
         return None
     lo, hi = length
-    sizes = list(map(len, got))
-    if min(sizes) < lo or max(sizes) > hi:
+    if ascii_only:  # a string's characters are its bytes: counted over the spans at once
+        sizes = spans[:, 1] - spans[:, 0]
+        shortest, longest = int(sizes.min()), int(sizes.max())
+    else:
+        sizes = list(map(len, got))
+        shortest, longest = min(sizes), max(sizes)
+    if shortest < lo or longest > hi:
         return None
     return got
 
