@@ -355,7 +355,7 @@ def test_msgpack_bodies_the_reader_leaves_to_the_slower_readers(name, raw):
     )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 50),
     riders=st.integers(LIMITS.max_riders - 1, LIMITS.max_riders + 3),
