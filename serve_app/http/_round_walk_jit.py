@@ -196,7 +196,7 @@ def _plain_name(buf, pos, end, form):
 def _skip_value(buf, pos, end, form):
     """The position after the value at ``pos``, whatever it is, or -1 where the slower
     readers might refuse it: not the form's syntax, nested deeper than ``SKIP_DEPTH``, a
-    string not ``_plain_string``, a number the form's reader refuses, a msgpack map or list
+    string not ``_plain``, a number the form's reader refuses, a msgpack map or list
     past the msgpack reader's bounds (``codec.unpack_msgpack``).
 
     A list past its limit is answered 413 by the model only where every value after the limit
