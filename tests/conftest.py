@@ -15,9 +15,11 @@ The tiers (markers, given here from what a test uses, never by hand):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,6 +41,7 @@ SYSTEM = frozenset(
         "tests/test_dashboard.py",
         "tests/serve/test_deploy.py",
         "tests/serve/test_chaos.py",
+        "tests/serve/test_multi_node.py",
         "tests/serve/test_grpc_node.py",
         "tests/serve/test_prometheus.py",
         "tests/serve/test_ray_dashboard.py",
@@ -48,8 +51,13 @@ SYSTEM = frozenset(
         "tests/placement/test_placement.py",
     }
 )
+#: Fixtures that reach the session's shared cluster and app.
+CLUSTER = frozenset({"serve_endpoints", "serve_url", "grpc_address"})
 #: Fixtures that reach the session's shared app or a real Redis.
-SHARED = frozenset({"serve_endpoints", "serve_url", "grpc_address", "redis_server", "redis_url"})
+SHARED = CLUSTER | {"redis_server", "redis_url"}
+#: Where the shared cluster's fixture leaves what stops it (an ExitStack), so that the last test
+#: that uses the cluster can stop it before the system tier starts clusters of its own.
+SHARED_CLUSTER = pytest.StashKey[contextlib.ExitStack]()
 
 
 def _tier(item: pytest.Item) -> str:
@@ -61,11 +69,35 @@ def _tier(item: pytest.Item) -> str:
     return "unit"
 
 
+def _uses_cluster(item: pytest.Item) -> bool:
+    return bool(CLUSTER & set(getattr(item, "fixturenames", ())))
+
+
+def _run_order(items: list[pytest.Item]) -> dict[Path, int]:
+    """Each module's place in the run: units first, then every module that uses the shared
+    cluster (so it runs once, its tests together), then Redis's, then the system tier, whose
+    clusters and servers then start on a machine no idle cluster shares (an idle shared
+    cluster costs about a third of a core). A module keeps its tests together and in order:
+    split, its module fixtures would start twice."""
+    tiers: dict[Path, set[str]] = {}
+    cluster: set[Path] = set()
+    for item in items:
+        tiers.setdefault(item.path, set()).add(_tier(item))
+        if _uses_cluster(item):
+            cluster.add(item.path)
+    return {
+        path: 1 if path in cluster else 3 if "system" in t else 2 if "integration" in t else 0
+        for path, t in tiers.items()
+    }
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from kernels.backend import cupy_available
 
     for item in items:
         item.add_marker(_tier(item))
+    place = _run_order(items)
+    items.sort(key=lambda item: place[item.path])  # stable: each module's order kept
 
     no_gpu = pytest.mark.skip(reason="needs a CUDA GPU with CuPy; none is usable here")
     no_nvcc = pytest.mark.skip(reason="needs nvcc on PATH")
@@ -76,6 +108,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_gpu)
         if "nvcc" in item.keywords and not have_nvcc:
             item.add_marker(no_nvcc)
+
+
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """After the last test that uses the shared cluster (of those selected), stop it."""
+    if nextitem is None or not _uses_cluster(item) or _uses_cluster(nextitem):
+        return
+    rest = item.session.items[item.session.items.index(nextitem) :]
+    if not any(_uses_cluster(later) for later in rest):
+        stack = item.config.stash.get(SHARED_CLUSTER, None)
+        if stack is not None:
+            stack.close()
 
 
 def _ray_if_installed():
