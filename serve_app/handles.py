@@ -92,8 +92,9 @@ class SolverHandle:
 class EtrHandle:
     """An ``EtrModel`` over the Etr deployment. The current version is the one that computed
     the latest answer, or that a replica named when asked: asked before the first answer and
-    again once ``refresh_s`` has passed, since a cache that answers every request would
-    otherwise never learn of a roll. During a roll it follows the replicas as they swap.
+    again once ``refresh_s`` has passed (half of it ahead of a round, ``refresh_ahead``),
+    since a cache that answers every request would otherwise never learn of a roll. During a
+    roll it follows the replicas as they swap.
 
     The asking is done inline by the first caller after ``refresh_s`` (one ``ready`` hop a
     second at most): handle calls started from a background task hung the ingress's later
@@ -133,15 +134,23 @@ class EtrHandle:
         return got
 
     async def model_version(self) -> str:
-        stale = time.monotonic() - self._asked_at > self.refresh_s
-        # Only the first call waits for an answer; a refresh already under way is not waited
-        # for (the version known is used meanwhile).
-        if self._version is None or (stale and not self._asking.locked()):
-            async with self._asking:
-                if self._version is None or time.monotonic() - self._asked_at > self.refresh_s:
-                    await self._ask()
+        await self._refresh_past(self.refresh_s)
         assert self._version is not None
         return self._version
+
+    async def refresh_ahead(self) -> None:
+        if self._version is not None:  # the first ask is a request's own, within its deadline
+            await self._refresh_past(self.refresh_s / 2)
+
+    async def _refresh_past(self, age_s: float) -> None:
+        """Ask a replica for the version if none is known or the last ask is ``age_s`` old.
+        Only the first call waits for an answer; a refresh already under way is not waited
+        for (the version known is used meanwhile)."""
+        stale = time.monotonic() - self._asked_at > age_s
+        if self._version is None or (stale and not self._asking.locked()):
+            async with self._asking:
+                if self._version is None or time.monotonic() - self._asked_at > age_s:
+                    await self._ask()
 
     async def _ask(self) -> None:
         self._asked_at = time.monotonic()

@@ -9,7 +9,8 @@ as an Etr replica (``actors.etr_batcher.EtrBatcher``, model calls inline). On a 
 deployment keeps the model: it owns the device.
 
 The Etr deployment stays the owner of the model's configuration: the local copy follows it,
-asking a replica at most once per ``refresh_s`` (inline, as ``EtrHandle`` does) and
+asking a replica once ``refresh_s`` has passed, or half of it ahead of a round (inline, as
+``EtrHandle`` does) and
 reconfiguring itself when the version, the warm versions or the batching knobs changed, new
 versions loaded off the event loop while the old one answers. ``orml models load V`` rolls
 the local copies too, within ``refresh_s``.
@@ -92,6 +93,12 @@ class LocalEtr:
         assert self.local.serving is not None
         return self.local.serving.version
 
+    async def refresh_ahead(self) -> None:
+        if self._decided and self.local is None:
+            await self.remote.refresh_ahead()
+        elif self._config is not None:  # the first ask is a request's own, within its deadline
+            await self._follow(self.refresh_s / 2)
+
     def busy(self) -> dict[str, float] | None:
         """The local model's Busy by traffic class (as an Etr replica reports it), or None
         where the model is not computed here."""
@@ -108,22 +115,27 @@ class LocalEtr:
         # The statistics of the model computed here (the replicas' copies stay idle).
         return {**state, "stats": self.local.ready()["stats"], "computed_in": "ingress"}
 
-    async def _follow(self) -> None:
+    async def _follow(self, age_s: float | None = None) -> None:
         """Decide where the model runs (once), and keep the local copy on the Etr
-        deployment's configuration (at most once per ``refresh_s``; only the first call
-        waits for it, later ones use the copy they have)."""
+        deployment's configuration: asked again once the last ask is ``age_s`` old (default
+        ``refresh_s``). A refresh under way is not waited for (the copy at hand answers);
+        only the first call waits."""
         if self._decided and self.local is None:
             return
-        stale = time.monotonic() - self._asked_at > self.refresh_s
+        age_s = self.refresh_s if age_s is None else age_s
+        stale = time.monotonic() - self._asked_at > age_s
         if self._config is None or (stale and not self._asking.locked()):
             async with self._asking:
-                if self._config is None or time.monotonic() - self._asked_at > self.refresh_s:
+                if self._config is None or time.monotonic() - self._asked_at > age_s:
                     await self._ask()
 
     async def _ask(self) -> None:
         self._asked_at = time.monotonic()
+        # A refresh is bounded by the refresh period, as EtrHandle's: the copy at hand answers
+        # meanwhile, and a hung replica must not hold the ask for ever.
+        bound = None if self._config is None else self.refresh_s
         try:
-            state = await self.remote.ready()
+            state = await asyncio.wait_for(self.remote.ready(), bound)
         except Exception:
             if self._config is None:
                 raise

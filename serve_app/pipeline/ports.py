@@ -53,6 +53,13 @@ class EtrModel(Protocol):
         """The version answering now, as far as this caller knows (the cache keys' version)."""
         ...
 
+    async def refresh_ahead(self) -> None:
+        """Bring what this caller knows of the model (its version; a local copy's
+        configuration) up to date where it is due within half its refresh period: a hop,
+        started where it can run beside other work (a round's body being read), so that the
+        ETR stage finds it fresh instead of waiting for it."""
+        ...
+
     @property
     def computes_here(self) -> bool:
         """Whether rows are computed in this process, at microseconds each (then caching rows
