@@ -110,8 +110,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_nvcc)
 
 
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """After the last test that uses the shared cluster (of those selected), stop it."""
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After the last test that uses the shared cluster (of those selected), and after its
+    fixtures' own teardown (a module's app deleted from the cluster), stop the cluster."""
+    yield
     if nextitem is None or not _uses_cluster(item) or _uses_cluster(nextitem):
         return
     rest = item.session.items[item.session.items.index(nextitem) :]
