@@ -96,9 +96,10 @@ class EtrHandle:
     since a cache that answers every request would otherwise never learn of a roll. During a
     roll it follows the replicas as they swap.
 
-    The asking is done inline by the first caller after ``refresh_s`` (one ``ready`` hop a
-    second at most): handle calls started from a background task hung the ingress's later
-    calls in Serve's throughput mode (Ray 2.60)."""
+    The asking is done by a caller after ``refresh_s`` (one ``ready`` hop a second at most;
+    a dispatch starts it inside its own request, ``refresh_ahead``): handle calls started from
+    a background task outside any request hung the ingress's later calls in Serve's
+    throughput mode (Ray 2.60)."""
 
     def __init__(
         self, handle: DeploymentHandle, failover: Failover, refresh_s: float = 1.0

@@ -171,8 +171,8 @@ class Pipeline:
         permit = await self.admission.acquire("dispatch", ctx)
         # What the ingress knows of the ETR model is refreshed once a second by the first
         # caller to need it: a hop to an Etr replica. Asked for now, that hop runs while the
-        # body is read; left to the ETR stage, the round waited for it (20-30 ms at 5000 x
-        # 2000 over HTTP).
+        # body is read; left to the ETR stage, a round after a quiet second waited for it
+        # (docs/round.md, "Served").
         refreshed = asyncio.ensure_future(self.etr.refresh_ahead())
         try:
             async with permit:
